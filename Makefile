@@ -1,0 +1,33 @@
+# bendserver: install, test, lint. TORCH_SPEC pins torch (override: make install TORCH_SPEC=torch==2.5.1).
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+
+.PHONY: install test lint format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[test]" "$(TORCH_SPEC)"
+
+test: $(BIN)/python
+	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
+	$(BIN)/python -m pytest
+
+lint: $(BIN)/python
+	$(BIN)/ruff check bendserver tests scripts
+	$(BIN)/ruff format --check bendserver tests scripts
+
+format: $(BIN)/python
+	$(BIN)/ruff check --fix bendserver tests scripts
+	$(BIN)/ruff format bendserver tests scripts
+
+bench: $(BIN)/python
+	$(BIN)/python scripts/bench_core.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,64 @@
+"""bendserver: a real-time host for bended neural audio models.
+
+``import bendserver as tb`` gives the torchbend API: wrap a module in :class:`BendedModule`,
+``trace`` its methods, ``bend`` weights and activations with ops such as :class:`Mask`, save
+bends as a :class:`BendingConfig`, and interpolate between weight versions.
+"""
+
+from .bending import (
+    OPS,
+    Affine,
+    BendingConfig,
+    BendingOp,
+    Bias,
+    Chain,
+    Clamp,
+    Invert,
+    Lambda,
+    Mask,
+    Noise,
+    Oscillate,
+    OrderedMask,
+    Param,
+    Permute,
+    Scale,
+    Threshold,
+    TopK,
+    op_from_spec,
+    register_op,
+)
+from .errors import BendingError, FlowGuardError, ShapeError
+from .module import BendedModule
+from .tracing import LogicalFlowStep, LoopFlowStep, ValueFlowStep
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "OPS",
+    "Affine",
+    "BendedModule",
+    "BendingConfig",
+    "BendingError",
+    "BendingOp",
+    "Bias",
+    "Chain",
+    "Clamp",
+    "FlowGuardError",
+    "Invert",
+    "Lambda",
+    "LogicalFlowStep",
+    "LoopFlowStep",
+    "Mask",
+    "Noise",
+    "Oscillate",
+    "OrderedMask",
+    "Param",
+    "Permute",
+    "Scale",
+    "ShapeError",
+    "Threshold",
+    "TopK",
+    "ValueFlowStep",
+    "op_from_spec",
+    "register_op",
+]

@@ -1,0 +1,377 @@
+"""The built-in bending ops.
+
+Each applies to weights and activations alike unless said otherwise. Ops with per-unit state
+(masks, noise fields, permutations) draw it from their seed and the target's name when bound, so
+the same seed gives the same result; ``dim=`` restricts that state to one dimension (``dim=1``:
+one value per channel), which makes the op independent of the other dimensions' sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..errors import BendingError
+from .base import (
+    BendingOp,
+    Chain,
+    Param,
+    State,
+    draw_seed,
+    field_shape,
+    seeded_generator,
+)
+
+Dim = int | tuple[int, ...] | None
+
+
+def _dims(dim: Dim) -> Any:
+    return list(dim) if isinstance(dim, tuple) else dim
+
+
+class _FieldOp(BendingOp):
+    """An op with a fixed random field per target (over ``dim``, or the whole shape)."""
+
+    def __init__(self, dim: Dim = None, seed: int | None = None, **values: float) -> None:
+        super().__init__(**values)
+        self.dim = tuple(dim) if isinstance(dim, list) else dim
+        self.seed = draw_seed() if seed is None else int(seed)
+
+    def options(self) -> dict[str, Any]:
+        return {"dim": _dims(self.dim), "seed": self.seed}
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        generator = seeded_generator(self.seed, target, "cpu")
+        field = self.draw(field_shape(shape, self.dim), generator)
+        return {"field": field.to(device=device, dtype=dtype)}
+
+    def draw(self, shape: list[int], generator: torch.Generator) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class Mask(_FieldOp):
+    """Zero units at random: each unit is kept with probability ``prob`` (torchbend's meaning).
+
+    The random field is fixed per target, so raising ``prob`` live only adds units back.
+    """
+
+    prob = Param(0.5, 0.0, 1.0, "proportion of units kept")
+
+    def __init__(self, prob: float = 0.5, dim: Dim = None, seed: int | None = None) -> None:
+        super().__init__(dim=dim, seed=seed, prob=prob)
+
+    def draw(self, shape, generator):
+        return torch.rand(shape, generator=generator)
+
+    def apply(self, x, state):
+        return x * (state["field"] < self._prob).to(x.dtype)
+
+
+class OrderedMask(Mask):
+    """Keep exactly ``round(prob * n)`` units, chosen in a seeded random order."""
+
+    def draw(self, shape, generator):
+        n = math.prod(shape)
+        ranks = torch.empty(n)
+        ranks[torch.randperm(n, generator=generator)] = torch.arange(n, dtype=torch.float32)
+        return ((ranks + 0.5) / n).reshape(shape)
+
+
+class Noise(_FieldOp):
+    """Gaussian noise, added (``op="add"``) or multiplied in (``op="mul"``: ``x * (1 + n)``).
+
+    The noise field is fixed per target; ``fresh=True`` draws new noise at every call instead
+    (activations only), from a generator seeded once, so a run is still repeatable.
+    """
+
+    std = Param(0.1, 0.0, 1e3, "standard deviation of the noise")
+
+    def __init__(
+        self,
+        std: float = 0.1,
+        op: str = "add",
+        dim: Dim = None,
+        seed: int | None = None,
+        fresh: bool = False,
+    ) -> None:
+        if op not in ("add", "mul"):
+            raise BendingError(f"Noise(op=...) is 'add' or 'mul', got {op!r}")
+        super().__init__(dim=dim, seed=seed, std=std)
+        self.op = op
+        self.fresh = bool(fresh)
+        self.bends_weights = not self.fresh
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "op": self.op, "fresh": self.fresh}
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        state = super().init_state(target, shape, dtype, device)
+        if self.fresh:
+            state["generator"] = seeded_generator(self.seed, target, device)
+        return state
+
+    def draw(self, shape, generator):
+        return torch.randn(shape, generator=generator)
+
+    def apply(self, x, state):
+        if self.fresh:
+            field = torch.randn(
+                state["field"].shape, generator=state["generator"], dtype=x.dtype, device=x.device
+            )
+        else:
+            field = state["field"]
+        noise = field * self._std
+        return x + noise if self.op == "add" else x * (1.0 + noise)
+
+
+class Permute(BendingOp):
+    """Shuffle units along ``dim`` with a seeded permutation (channels by default)."""
+
+    def __init__(self, dim: int = 1, seed: int | None = None) -> None:
+        super().__init__()
+        self.dim = int(dim)
+        self.seed = draw_seed() if seed is None else int(seed)
+
+    def options(self) -> dict[str, Any]:
+        return {"dim": self.dim, "seed": self.seed}
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        if len(shape) == 0:
+            raise BendingError(f"Permute cannot bend '{target}': it is a 0-d tensor")
+        if not -len(shape) <= self.dim < len(shape):
+            raise BendingError(
+                f"Permute(dim={self.dim}) cannot bend '{target}' of shape {tuple(shape)}"
+            )
+        generator = seeded_generator(self.seed, target, "cpu")
+        return {"index": torch.randperm(shape[self.dim], generator=generator).to(device)}
+
+    def apply(self, x, state):
+        return x.index_select(self.dim, state["index"])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Scale(BendingOp):
+    """Multiply by ``value``."""
+
+    value = Param(1.0, -1e3, 1e3, "factor")
+
+    def __init__(self, value: float = 1.0) -> None:
+        super().__init__(value=value)
+
+    def apply(self, x, state):
+        return x * self._value
+
+
+class Bias(BendingOp):
+    """Add ``value``."""
+
+    value = Param(0.0, -1e3, 1e3, "offset")
+
+    def __init__(self, value: float = 0.0) -> None:
+        super().__init__(value=value)
+
+    def apply(self, x, state):
+        return x + self._value
+
+
+class Affine(BendingOp):
+    """``x * scale + bias``."""
+
+    scale = Param(1.0, -1e3, 1e3, "factor")
+    bias = Param(0.0, -1e3, 1e3, "offset")
+
+    def __init__(self, scale: float = 1.0, bias: float = 0.0) -> None:
+        super().__init__(scale=scale, bias=bias)
+
+    def apply(self, x, state):
+        return x * self._scale + self._bias
+
+
+class Threshold(BendingOp):
+    """Binary threshold: 1 where ``x >= value``, else 0 (``binary=False`` keeps x there)."""
+
+    value = Param(0.0, -1e3, 1e3, "threshold")
+
+    def __init__(self, value: float = 0.0, binary: bool = True) -> None:
+        super().__init__(value=value)
+        self.binary = bool(binary)
+
+    def options(self) -> dict[str, Any]:
+        return {"binary": self.binary}
+
+    def apply(self, x, state):
+        above = (x >= self._value).to(x.dtype)
+        return above if self.binary else x * above
+
+
+class TopK(BendingOp):
+    """Channel threshold: keep the ``prob`` proportion of units along ``dim`` with the most
+    energy (mean absolute value over the other dimensions), zero the others."""
+
+    prob = Param(0.5, 0.0, 1.0, "proportion of units kept")
+
+    def __init__(self, prob: float = 0.5, dim: int = 1) -> None:
+        super().__init__(prob=prob)
+        self.dim = int(dim)
+
+    def options(self) -> dict[str, Any]:
+        return {"dim": self.dim}
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        field_shape(shape, self.dim)  # validates dim
+        return {}
+
+    def apply(self, x, state):
+        others = [d for d in range(x.ndim) if d != self.dim % x.ndim]
+        energy = x.abs().mean(dim=others, keepdim=True) if others else x.abs()
+        ranks = energy.argsort(dim=self.dim).argsort(dim=self.dim)
+        n = x.shape[self.dim]
+        keep = ranks.to(x.dtype) >= n - torch.round(self._prob * n)
+        return x * keep.to(x.dtype)
+
+
+class Clamp(BendingOp):
+    """Clip to ``[low, high]``."""
+
+    low = Param(-1.0, -1e3, 1e3, "lower bound")
+    high = Param(1.0, -1e3, 1e3, "upper bound")
+
+    def __init__(self, low: float = -1.0, high: float = 1.0) -> None:
+        super().__init__(low=low, high=high)
+
+    def apply(self, x, state):
+        return torch.minimum(torch.maximum(x, self._low), self._high)
+
+
+class Invert(BendingOp):
+    """Flip the sign of a random ``prob`` proportion of units (all of them by default)."""
+
+    prob = Param(1.0, 0.0, 1.0, "proportion of units inverted")
+
+    def __init__(self, prob: float = 1.0, dim: Dim = None, seed: int | None = None) -> None:
+        super().__init__(prob=prob)
+        self.dim = tuple(dim) if isinstance(dim, list) else dim
+        self.seed = draw_seed() if seed is None else int(seed)
+
+    def options(self) -> dict[str, Any]:
+        return {"dim": _dims(self.dim), "seed": self.seed}
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        generator = seeded_generator(self.seed, target, "cpu")
+        field = torch.rand(field_shape(shape, self.dim), generator=generator)
+        return {"field": field.to(device=device, dtype=dtype)}
+
+    def apply(self, x, state):
+        flip = (state["field"] < self._prob).to(x.dtype)
+        return x * (1.0 - 2.0 * flip)
+
+
+class Oscillate(BendingOp):
+    """An LFO: ``x * (1 + depth * sin(phase))``.
+
+    ``over="time"``: the phase runs along ``dim``, ``freq`` cycles per element, and carries on
+    across calls, so a stream of blocks sees one continuous LFO. ``over="calls"``: one value per
+    call, advancing ``freq`` cycles per call (activations only).
+    """
+
+    depth = Param(0.5, 0.0, 10.0, "modulation depth")
+    freq = Param(0.001, 0.0, 0.5, "cycles per element (time) or per call (calls)")
+
+    def __init__(
+        self, depth: float = 0.5, freq: float = 0.001, over: str = "time", dim: int = -1
+    ) -> None:
+        if over not in ("time", "calls"):
+            raise BendingError(f"Oscillate(over=...) is 'time' or 'calls', got {over!r}")
+        super().__init__(depth=depth, freq=freq)
+        self.over = over
+        self.dim = int(dim)
+        self.bends_weights = over == "time"
+
+    def options(self) -> dict[str, Any]:
+        return {"over": self.over, "dim": self.dim}
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        state: State = {"phase": torch.zeros((), dtype=torch.float64, device=device)}
+        if self.over == "time":
+            fshape = field_shape(shape, self.dim)
+            steps = torch.arange(shape[self.dim], dtype=torch.float64, device=device)
+            state["steps"] = steps.reshape(fshape)
+        return state
+
+    def apply(self, x, state):
+        turn = 2 * math.pi * self._freq.to(torch.float64)
+        phase = state["phase"]
+        if self.over == "time":
+            angles = phase + turn * state["steps"]
+            phase.add_(turn * x.shape[self.dim]).remainder_(2 * math.pi)
+        else:
+            angles = phase.clone()
+            phase.add_(turn).remainder_(2 * math.pi)
+        return x * (1.0 + self._depth * torch.sin(angles).to(x.dtype))
+
+
+class Lambda(BendingOp):
+    """Any function of the tensor: ``Lambda(lambda x: x.flip(-1))``. Cannot be saved."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        if not callable(fn):
+            raise BendingError(f"Lambda takes a function, got {fn!r}")
+        self.fn = fn
+
+    def apply(self, x, state):
+        return self.fn(x)
+
+    def spec(self) -> dict[str, Any]:
+        raise BendingError(
+            "a Lambda op cannot be saved: its function is code, and configs are JSON. "
+            "Write the function as a BendingOp subclass registered with register_op()"
+        )
+
+    def __repr__(self) -> str:
+        return f"Lambda({getattr(self.fn, '__name__', 'fn')})"
+
+
+OPS: dict[str, type[BendingOp]] = {
+    cls.__name__: cls
+    for cls in (
+        Mask,
+        OrderedMask,
+        Noise,
+        Permute,
+        Scale,
+        Bias,
+        Affine,
+        Threshold,
+        TopK,
+        Clamp,
+        Invert,
+        Oscillate,
+    )
+}
+
+
+def register_op(cls: type[BendingOp]) -> type[BendingOp]:
+    """Make a custom op class loadable from configs and presets (usable as a decorator)."""
+    OPS[cls.__name__] = cls
+    return cls
+
+
+def op_from_spec(spec: dict[str, Any]) -> BendingOp:
+    """Rebuild an op from :meth:`BendingOp.spec`'s JSON form."""
+    if not isinstance(spec, dict) or "op" not in spec:
+        raise BendingError(f"an op spec is a dict with an 'op' key, got {spec!r}")
+    if spec["op"] == "Chain":
+        return Chain(*(op_from_spec(s) for s in spec.get("ops", [])))
+    cls = OPS.get(spec["op"])
+    if cls is None:
+        raise BendingError(f"unknown op {spec['op']!r}; known ops: {sorted(OPS)}")
+    try:
+        return cls(**spec.get("params", {}), **spec.get("options", {}))
+    except TypeError as error:
+        raise BendingError(f"bad arguments for {spec['op']}: {error}") from None

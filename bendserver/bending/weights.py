@@ -1,0 +1,173 @@
+"""Effective weights: a mix of weight versions, then weight ops, swapped into a shadow module.
+
+The wrapped module is never touched. The shadow is a copy of its structure whose parameters are
+distinct ``nn.Parameter`` objects aliasing the original storage; bending a weight computes a new
+tensor from the untouched source and swaps it into the shadow parameter (``param.data = new``):
+O(1) per changed tensor, and the graph modules built on the shadow never need rebuilding.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+
+import torch
+from torch import nn
+
+from ..errors import BendingError
+from .base import BendingOp, State
+
+DEFAULT_VERSION = "_default"
+
+
+def shadow_copy(module: nn.Module) -> nn.Module:
+    """A copy of ``module`` sharing its buffers and aliasing its parameters' storage."""
+    memo: dict[int, object] = {}
+    for param in module.parameters():
+        memo[id(param)] = nn.Parameter(param.detach(), requires_grad=param.requires_grad)
+    for buffer in module.buffers():
+        memo[id(buffer)] = buffer
+    return copy.deepcopy(module, memo)
+
+
+class WeightBank:
+    """Versions, interpolation and weight ops of one module, applied to its shadow."""
+
+    def __init__(self, module: nn.Module, shadow: nn.Module) -> None:
+        self.slots: dict[str, nn.Parameter] = dict(shadow.named_parameters())
+        self.buffer_names = {name for name, _ in module.named_buffers()}
+        self.versions: dict[str, dict[str, torch.Tensor]] = {
+            DEFAULT_VERSION: {name: p for name, p in module.named_parameters()}
+        }
+        self.version = DEFAULT_VERSION
+        self.mix: dict[str, float] | None = None
+        self.ops: dict[str, list[tuple[BendingOp, State]]] = {}
+        self._revisions: dict[int, int] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.slots)
+
+    # -- versions ----------------------------------------------------------------------------
+
+    def add_version(self, name: str, source: nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Store another set of weights for the same parameters (names and shapes checked)."""
+        if name == DEFAULT_VERSION:
+            raise BendingError(f"'{DEFAULT_VERSION}' is the module's own weights; pick another name")
+        if isinstance(source, nn.Module):
+            tensors = dict(source.named_parameters())
+        elif isinstance(source, Mapping):
+            tensors = dict(source)
+        else:
+            raise BendingError(
+                f"create_version takes a module or a state dict, got {type(source).__name__}"
+            )
+        self._check_compatible(name, tensors)
+        self.versions[name] = {n: tensors[n].detach().clone() for n in self.slots}
+
+    def _check_compatible(self, name: str, tensors: Mapping[str, torch.Tensor]) -> None:
+        reference = self.versions[DEFAULT_VERSION]
+        missing = sorted(set(reference) - set(tensors))
+        # A full state dict also holds buffers (running stats, caches): they are not weights.
+        unexpected = sorted(set(tensors) - set(reference) - self.buffer_names)
+        mismatched = [
+            f"{n}: {tuple(tensors[n].shape)} instead of {tuple(reference[n].shape)}"
+            for n in reference
+            if n in tensors and tuple(tensors[n].shape) != tuple(reference[n].shape)
+        ]
+        problems = []
+        if missing:
+            problems.append(f"missing {missing}")
+        if unexpected:
+            problems.append(f"unexpected {unexpected}")
+        if mismatched:
+            problems.append(f"other shapes {mismatched}")
+        if problems:
+            raise BendingError(
+                f"version '{name}' does not fit this module's weights: {'; '.join(problems)}. "
+                "A version must have the same parameter names and shapes as the module"
+            )
+
+    def select(self, version: str | None) -> None:
+        version = DEFAULT_VERSION if version is None else version
+        self._check_version(version)
+        self.version = version
+        self.refresh()
+
+    def set_mix(self, mix: Mapping[str, float] | None) -> None:
+        """Weights of a normalised sum of versions; ``None`` goes back to the selected version."""
+        if mix is not None:
+            mix = {name: float(w) for name, w in mix.items()}
+            for name in mix:
+                self._check_version(name)
+            total = sum(mix.values())
+            if not all(map(_finite, mix.values())) or abs(total) < 1e-12:
+                raise BendingError(
+                    f"interpolation weights must be finite and not sum to 0, got {mix}"
+                )
+            mix = {name: w / total for name, w in mix.items()}
+        self.mix = mix
+        self.refresh()
+
+    def _check_version(self, name: str) -> None:
+        if name not in self.versions:
+            raise BendingError(f"no version '{name}'; versions are {sorted(self.versions)}")
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """The current effective weights, copied."""
+        return {name: slot.detach().clone() for name, slot in self.slots.items()}
+
+    # -- weight ops --------------------------------------------------------------------------
+
+    def add_op(self, name: str, op: BendingOp) -> None:
+        if not op.bends_weights:
+            raise BendingError(f"{op!r} bends activations only, not weights like '{name}'")
+        slot = self.slots[name]
+        state = op.init_state(name, slot.shape, slot.dtype, slot.device)
+        self.ops.setdefault(name, []).append((op, state))
+        self._revisions[id(op)] = op.revision
+        self.refresh([name])
+
+    def clear_ops(self) -> None:
+        bended = list(self.ops)
+        self.ops.clear()
+        self._revisions.clear()
+        self.refresh(bended)
+
+    # -- computing ---------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Recompute the weights whose ops changed a parameter since the last call."""
+        if not self._revisions:
+            return
+        changed = [
+            name
+            for name, ops in self.ops.items()
+            if any(self._revisions[id(op)] != op.revision for op, _ in ops)
+        ]
+        if changed:
+            for ops in self.ops.values():
+                for op, _ in ops:
+                    self._revisions[id(op)] = op.revision
+            self.refresh(changed)
+
+    def source(self, name: str) -> torch.Tensor:
+        """The unbended weight: the selected version, or the interpolation of versions."""
+        if self.mix is None:
+            return self.versions[self.version][name]
+        return sum(w * self.versions[v][name].detach() for v, w in self.mix.items())
+
+    def compute(self, name: str) -> torch.Tensor:
+        weight = self.source(name).detach()
+        for op, state in self.ops.get(name, ()):
+            weight = op.apply(weight, state)
+        return weight
+
+    def refresh(self, names: Iterable[str] | None = None) -> None:
+        with torch.no_grad():
+            for name in self.slots if names is None else names:
+                self.slots[name].data = self.compute(name)
+
+
+def _finite(x: float) -> bool:
+    return x == x and abs(x) != float("inf")

@@ -1,0 +1,444 @@
+"""BendedModule: wrap any ``nn.Module``, trace its methods, bend weights and activations.
+
+The API is torchbend's (``trace``, ``activation_names``, ``bend``, ``reset``, ``write``,
+``interpolate`` ...), with these differences: graph modules are cached and rebuilt only when the
+set of activation ops changes, keys are regular expressions matched in full, an activation op
+reaches every consumer of its node, several ops on one target chain, the wrapped module is never
+modified, and a traced graph checks at call time that the input takes the traced path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import functools
+import io
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+from tabulate import tabulate
+from torch import nn
+
+from .bending.base import BendingOp, BoundOp
+from .bending.config import BendingConfig
+from .bending.graph import activation_nodes, graph_module, insert_ops
+from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
+from .errors import BendingError
+from .tracing import BendingTracer, restoring_buffers
+
+_FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
+
+
+@dataclass
+class _Bend:
+    """One ``bend(op, *keys)`` call: the weights it resolved to, and whether it bends activations."""
+
+    op: BendingOp
+    keys: tuple[str, ...]
+    weights: tuple[str, ...]
+    activations: bool
+
+
+@dataclass
+class _Runner:
+    """The cached bended graph module of one traced method."""
+
+    module: torch.fx.GraphModule
+    bended_nodes: dict[str, str]  # activation name -> node holding its bended value
+
+
+class BendedModule:
+    """A bendable view of ``module``.
+
+    ``leaf_modules`` are module classes kept whole in traced graphs (standard ``torch.nn`` modules
+    are leaves by default); ``traced_modules`` are ``torch.nn`` classes to trace into instead.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        leaf_modules: Sequence[type[nn.Module]] = (),
+        traced_modules: Sequence[type[nn.Module]] = (),
+    ) -> None:
+        if not isinstance(module, nn.Module):
+            raise BendingError(f"BendedModule wraps a torch.nn.Module, got {type(module).__name__}")
+        self.module = module
+        self._shadow = shadow_copy(module)
+        self._weights = WeightBank(module, self._shadow)
+        self._leaf_modules = tuple(leaf_modules)
+        self._traced_modules = tuple(traced_modules)
+        self._graphs: dict[str, torch.fx.Graph] = {}
+        self._bends: list[_Bend] = []
+        self._runners: dict[str, _Runner] = {}
+        self._bound: dict[tuple[int, str, str], tuple[BendingOp, BoundOp]] = {}
+
+    def describe(self) -> str:
+        return f"{type(self.module).__name__}(id = {id(self.module)})"
+
+    def __repr__(self) -> str:
+        return f"BendedModule({self.describe()}, traced={sorted(self._graphs)})"
+
+    # -- weights -----------------------------------------------------------------------------
+
+    @property
+    def weight_names(self) -> list[str]:
+        return self._weights.names
+
+    def weight_shape(self, name: str) -> torch.Size:
+        return self._weight(name).shape
+
+    def _weight(self, name: str) -> torch.Tensor:
+        try:
+            return self._weights.versions[DEFAULT_VERSION][name]
+        except KeyError:
+            raise BendingError(self._unknown("weight", name, self.weight_names)) from None
+
+    def print_weights(self, out: str | None = None) -> str:
+        """Print a table of the module's weights (name, shape, dtype, statistics); ``out`` also
+        writes it to that file. Returns the table."""
+        rows = []
+        for name in self.weight_names:
+            w = self._weight(name).detach()
+            stats = w.float()
+            std = stats.std().item() if w.numel() > 1 else 0.0
+            rows.append(
+                (name, w.shape, w.dtype, stats.min().item(), stats.max().item(),
+                 stats.mean().item(), std)
+            )
+        headers = ("name", "shape", "dtype", "min", "max", "mean", "stddev")
+        return _emit(tabulate(rows, headers=headers), out)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The wrapped module's own state dict (never bended)."""
+        return self.module.state_dict()
+
+    def bended_state_dict(self) -> dict[str, torch.Tensor]:
+        """The state dict as the bended module sees it: versions, interpolation and weight ops."""
+        self._weights.sync()
+        return self._shadow.state_dict()
+
+    # -- tracing and activations -------------------------------------------------------------
+
+    def trace(self, fn: str = "forward", _return_out: bool = False, **inputs: Any) -> Any:
+        """Trace method ``fn`` on example ``inputs`` (argument name -> value).
+
+        Returns the graph (``graph.flow_steps`` lists the control-flow decisions it froze), or
+        ``(graph, (output,))`` with ``_return_out=True``. Tracing again replaces the graph.
+        """
+        tracer = BendingTracer(self._leaf_modules, self._traced_modules)
+        self._weights.sync()
+        graph, output = tracer.trace_method(self._shadow, fn, inputs)
+        self._graphs[fn] = graph
+        self._forget_runners(fn)
+        return (graph, (output,)) if _return_out else graph
+
+    @property
+    def traced_methods(self) -> list[str]:
+        return list(self._graphs)
+
+    def graph(self, fn: str = "forward") -> torch.fx.Graph:
+        """The traced graph of ``fn`` (unbended)."""
+        return self._graph(fn)
+
+    def _graph(self, fn: str | None) -> torch.fx.Graph:
+        fn = fn or "forward"
+        if fn not in self._graphs:
+            raise BendingError(
+                f"'{fn}' is not traced yet: call trace('{fn}', <arg>=<example input>) first"
+            )
+        return self._graphs[fn]
+
+    def graph_module(self, fn: str = "forward") -> torch.fx.GraphModule:
+        """The traced graph of ``fn`` as a GraphModule on the module's own (unbended) weights."""
+        return graph_module(self._graph(fn), [self.module, self._shadow])
+
+    def bend_graph(self, fn: str = "forward") -> torch.fx.Graph:
+        """The graph of ``fn`` with its activation ops inserted."""
+        return self._runner(fn).module.graph
+
+    def activation_names(self, fn: str | None = None) -> list[str]:
+        return [node.name for node in activation_nodes(self._graph(fn))]
+
+    def activation_shape(self, name: str, fn: str | None = None) -> torch.Size:
+        return self._activation(name, fn).meta["shape"]
+
+    def _activation(self, name: str, fn: str | None) -> torch.fx.Node:
+        nodes = {node.name: node for node in activation_nodes(self._graph(fn))}
+        if name not in nodes:
+            raise BendingError(self._unknown(f"activation of {fn or 'forward'}()", name, nodes))
+        return nodes[name]
+
+    def print_activations(self, fn: str | None = None, out: str | None = None) -> str:
+        """Print a table of ``fn``'s activations (name, node kind, shape). Returns the table."""
+        rows = [(n.name, n.op, n.meta["shape"]) for n in activation_nodes(self._graph(fn))]
+        return _emit(tabulate(rows), out)
+
+    def get_activations(
+        self, *names: str, fn: str = "forward", bended: bool = True, **inputs: Any
+    ) -> dict[str, torch.Tensor]:
+        """Run ``fn`` on ``inputs`` and return the named activations (bended or not).
+
+        Streaming state is left as it was. Traces ``fn`` first if it is not traced yet.
+        """
+        if fn not in self._graphs:
+            self.trace(fn, **inputs)
+        for name in names:
+            self._activation(name, fn)
+        if bended:
+            runner = self._runner(fn)
+            module, wanted = runner.module, {runner.bended_nodes.get(n, n): n for n in names}
+        else:
+            module, wanted = self.graph_module(fn), {n: n for n in names}
+        args = [inputs[n.target] for n in module.graph.nodes
+                if n.op == "placeholder" and n.target in inputs]
+        capture = _Capture(module, wanted)
+        with torch.no_grad(), restoring_buffers(self.module):
+            capture.run(*args)
+        return {name: capture.values[name] for name in names}
+
+    # -- bending -----------------------------------------------------------------------------
+
+    def resolve(self, key: str) -> list[str]:
+        """The weight and activation names a key matches (in full). Activations of methods
+        other than ``forward`` are named ``fn:name``; a key ``fn:regex`` looks only there."""
+        fn, pattern = self._split_key(key)
+        names = [] if fn else [w for w in self.weight_names if pattern.fullmatch(w)]
+        for traced in [fn] if fn else list(self._graphs):
+            prefix = "" if traced == "forward" else f"{traced}:"
+            names += [prefix + a for a in self._matching_activations(pattern, traced)]
+        if not names:
+            everything = self.weight_names + [
+                a if f == "forward" else f"{f}:{a}"
+                for f in self._graphs for a in self.activation_names(f)
+            ]
+            close = difflib.get_close_matches(key, everything, n=5, cutoff=0.4)
+            hint = f"; closest names: {close}" if close else ""
+            traced = f" (traced methods: {sorted(self._graphs)})" if self._graphs else (
+                " (no method is traced yet: trace() to bend activations)")
+            raise BendingError(f"key {key!r} matches no weight or activation{traced}{hint}")
+        return names
+
+    def _split_key(self, key: str) -> tuple[str | None, re.Pattern[str]]:
+        match = _FN_KEY.fullmatch(key)
+        fn, pattern = (match.group(1), match.group(2)) if match else (None, key)
+        if fn is not None and fn not in self._graphs:
+            if hasattr(type(self.module), fn):
+                raise BendingError(f"key {key!r}: method '{fn}' is not traced yet; trace it first")
+            fn, pattern = None, key
+        try:
+            return fn, re.compile(pattern)
+        except re.error as error:
+            raise BendingError(f"key {key!r} is not a valid regular expression: {error}") from None
+
+    def _matching_activations(self, pattern: re.Pattern[str], fn: str) -> list[str]:
+        return [name for name in self.activation_names(fn) if pattern.fullmatch(name)]
+
+    def bend(self, op: BendingOp | BendingConfig, *keys: str) -> None:
+        """Bend the weights and activations matching ``keys`` with ``op``, or apply a config.
+
+        Ops on the same target chain in the order they were given.
+        """
+        if isinstance(op, BendingConfig):
+            if keys:
+                raise BendingError("bend(config) takes no keys: they are in the config")
+            for entry_op, entry_keys in op.entries:
+                self.bend(entry_op, *entry_keys)
+            return
+        if not isinstance(op, BendingOp):
+            raise BendingError(f"bend() takes a bending op or a BendingConfig, got {op!r}")
+        if not keys:
+            raise BendingError("bend(op, *keys) needs at least one key (a regular expression)")
+        weights: list[str] = []
+        activations = False
+        for key in keys:
+            names = self.resolve(key)
+            weights += [n for n in names if n in self._weights.slots and n not in weights]
+            activations = activations or any(n not in self._weights.slots for n in names)
+        if activations and not op.bends_activations:
+            raise BendingError(f"{op!r} bends weights only; keys {keys} match activations")
+        for name in weights:
+            self._weights.add_op(name, op)
+        self._bends.append(_Bend(op, tuple(keys), tuple(weights), activations))
+        if activations:
+            self._runners.clear()
+
+    def bending_config(self) -> BendingConfig:
+        """The current bends as a config bound to this module."""
+        return BendingConfig(*((b.op, *b.keys) for b in self._bends), module=self)
+
+    def reset(self) -> None:
+        """Remove every op and interpolation and select the default version: the bended module
+        computes exactly what the wrapped module does. Traces and stored versions are kept."""
+        self._bends.clear()
+        self._bound.clear()
+        self._runners.clear()
+        self._weights.clear_ops()
+        self._weights.mix = None
+        self._weights.select(DEFAULT_VERSION)
+
+    # -- versions ----------------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        return self._weights.version
+
+    @version.setter
+    def version(self, name: str | None) -> None:
+        self._weights.select(name)
+
+    @property
+    def versions(self) -> list[str]:
+        return list(self._weights.versions)
+
+    def write(self, name: str) -> None:
+        """Store the current bended weights as version ``name`` and select it. The weight ops are
+        now part of that version, so they are removed; activation ops stay."""
+        if name == DEFAULT_VERSION:
+            raise BendingError(f"'{DEFAULT_VERSION}' is the module's own weights; pick another name")
+        self._weights.sync()
+        self._weights.versions[name] = self._weights.snapshot()
+        for bend in self._bends:
+            bend.weights = ()
+        self._bends = [b for b in self._bends if b.activations]
+        self._weights.clear_ops()
+        self._weights.mix = None
+        self._weights.select(name)
+
+    def create_version(self, name: str, source: nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Add version ``name`` from another module of the same architecture or a state dict."""
+        self._weights.add_version(name, source)
+
+    @contextlib.contextmanager
+    def set_version(self, name: str | None = None) -> Iterator[None]:
+        """Within the block, use version ``name`` (default: the module's own weights)."""
+        previous = self.version
+        self.version = name
+        try:
+            yield
+        finally:
+            self.version = previous
+
+    def set_interpolation(self, mix: Mapping[str, float] | None = None, **weights: float) -> None:
+        """Use a normalised weighted sum of versions from now on (``None``: stop interpolating)."""
+        if mix is None and not weights:
+            self._weights.set_mix(None)
+        else:
+            self._weights.set_mix({**(mix or {}), **weights})
+
+    @contextlib.contextmanager
+    def interpolate(self, *default_weight: float, **weights: float) -> Iterator[None]:
+        """Within the block, use ``(w0 * default + sum(w_i * version_i)) / sum(w)``:
+        ``interpolate(1.0, bended=1.0)``."""
+        if len(default_weight) > 1:
+            raise BendingError("interpolate() takes one positional weight, for the default version")
+        mix = {DEFAULT_VERSION: default_weight[0]} if default_weight else {}
+        previous = self._weights.mix
+        self._weights.set_mix({**mix, **weights})
+        try:
+            yield
+        finally:
+            self._weights.set_mix(previous)
+
+    # -- calling -----------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("forward", args, kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call("forward", args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        module = self.__dict__.get("module")
+        if module is None or name.startswith("_") or not callable(getattr(type(module), name, None)):
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        return functools.partial(self._call, name)
+
+    def _call(self, fn: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        self._weights.sync()
+        runner = self._runners.get(fn)
+        if runner is None:
+            if fn not in self._graphs:
+                return getattr(self._shadow, fn)(*args, **kwargs)
+            runner = self._runner(fn)
+        return runner.module.forward(*args, **kwargs)
+
+    def _runner(self, fn: str) -> _Runner:
+        """The bended graph module of ``fn``, built once per set of activation ops."""
+        runner = self._runners.get(fn)
+        if runner is not None:
+            return runner
+        graph = self._graph(fn)
+        nodes = {node.name: node for node in activation_nodes(graph)}
+        order: list[tuple[str, str]] = []
+        extra: dict[str, BoundOp] = {}
+        for bend in self._bends:
+            if not bend.activations:
+                continue
+            for name in self._bend_targets(bend, fn):
+                bound = self._bind(bend.op, fn, nodes[name])
+                module_name = f"bend_{len(order)}"
+                order.append((name, module_name))
+                extra[module_name] = bound
+        graph, bended_nodes = insert_ops(graph, order)
+        runner = _Runner(graph_module(graph, [self._shadow], extra), bended_nodes)
+        self._runners[fn] = runner
+        return runner
+
+    def _bend_targets(self, bend: _Bend, fn: str) -> list[str]:
+        names: list[str] = []
+        for key in bend.keys:
+            key_fn, pattern = self._split_key(key)
+            if key_fn in (None, fn):
+                names += [n for n in self._matching_activations(pattern, fn) if n not in names]
+        return names
+
+    def _bind(self, op: BendingOp, fn: str, node: torch.fx.Node) -> BoundOp:
+        """The op bound to one activation; reused across rebuilds so its state carries on."""
+        key = (id(op), fn, node.name)
+        if key not in self._bound:
+            target = node.name if fn == "forward" else f"{fn}:{node.name}"
+            shape, dtype = node.meta["shape"], node.meta["dtype"]
+            state = op.init_state(target, shape, dtype, self._device())
+            self._bound[key] = (op, BoundOp(op, target, shape, state))
+        return self._bound[key][1]
+
+    def _device(self) -> torch.device:
+        first = next(iter(self._weights.slots.values()), None)
+        return first.device if first is not None else torch.device("cpu")
+
+    def _forget_runners(self, fn: str) -> None:
+        self._runners.pop(fn, None)
+        self._bound = {k: v for k, v in self._bound.items() if k[1] != fn}
+
+    @staticmethod
+    def _unknown(kind: str, name: str, known: Sequence[str] | Mapping[str, Any]) -> str:
+        close = difflib.get_close_matches(name, list(known), n=5, cutoff=0.4)
+        hint = f"; closest: {close}" if close else f"; known: {list(known)[:20]}"
+        return f"no {kind} named {name!r}{hint}"
+
+
+class _Capture(torch.fx.Interpreter):
+    """Runs a graph module and keeps the values of some nodes."""
+
+    def __init__(self, module: torch.fx.GraphModule, wanted: Mapping[str, str]) -> None:
+        super().__init__(module)
+        self.wanted = wanted
+        self.values: dict[str, torch.Tensor] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        value = super().run_node(n)
+        if n.name in self.wanted:
+            self.values[self.wanted[n.name]] = value
+        return value
+
+
+def _emit(table: str, out: str | None) -> str:
+    print(table)
+    if out is not None:
+        with io.open(out, "w", encoding="utf-8") as file:
+            file.write(table + "\n")
+    return table

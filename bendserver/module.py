@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-import io
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
 
 @dataclass
 class _Bend:
-    """One ``bend(op, *keys)`` call: the weights it resolved to, and whether it bends activations."""
+    """One ``bend(op, *keys)`` call: its resolved weights, and whether it bends activations."""
 
     op: BendingOp
     keys: tuple[str, ...]
@@ -106,8 +105,15 @@ class BendedModule:
             stats = w.float()
             std = stats.std().item() if w.numel() > 1 else 0.0
             rows.append(
-                (name, w.shape, w.dtype, stats.min().item(), stats.max().item(),
-                 stats.mean().item(), std)
+                (
+                    name,
+                    w.shape,
+                    w.dtype,
+                    stats.min().item(),
+                    stats.max().item(),
+                    stats.mean().item(),
+                    std,
+                )
             )
         headers = ("name", "shape", "dtype", "min", "max", "mean", "stddev")
         return _emit(tabulate(rows, headers=headers), out)
@@ -193,8 +199,11 @@ class BendedModule:
             module, wanted = runner.module, {runner.bended_nodes.get(n, n): n for n in names}
         else:
             module, wanted = self.graph_module(fn), {n: n for n in names}
-        args = [inputs[n.target] for n in module.graph.nodes
-                if n.op == "placeholder" and n.target in inputs]
+        args = [
+            inputs[n.target]
+            for n in module.graph.nodes
+            if n.op == "placeholder" and n.target in inputs
+        ]
         capture = _Capture(module, wanted)
         with torch.no_grad(), restoring_buffers(self.module):
             capture.run(*args)
@@ -213,12 +222,16 @@ class BendedModule:
         if not names:
             everything = self.weight_names + [
                 a if f == "forward" else f"{f}:{a}"
-                for f in self._graphs for a in self.activation_names(f)
+                for f in self._graphs
+                for a in self.activation_names(f)
             ]
             close = difflib.get_close_matches(key, everything, n=5, cutoff=0.4)
             hint = f"; closest names: {close}" if close else ""
-            traced = f" (traced methods: {sorted(self._graphs)})" if self._graphs else (
-                " (no method is traced yet: trace() to bend activations)")
+            traced = (
+                f" (traced methods: {sorted(self._graphs)})"
+                if self._graphs
+                else (" (no method is traced yet: trace() to bend activations)")
+            )
             raise BendingError(f"key {key!r} matches no weight or activation{traced}{hint}")
         return names
 
@@ -298,7 +311,9 @@ class BendedModule:
         """Store the current bended weights as version ``name`` and select it. The weight ops are
         now part of that version, so they are removed; activation ops stay."""
         if name == DEFAULT_VERSION:
-            raise BendingError(f"'{DEFAULT_VERSION}' is the module's own weights; pick another name")
+            raise BendingError(
+                f"'{DEFAULT_VERSION}' is the module's own weights; pick another name"
+            )
         self._weights.sync()
         self._weights.versions[name] = self._weights.snapshot()
         for bend in self._bends:
@@ -353,7 +368,11 @@ class BendedModule:
 
     def __getattr__(self, name: str) -> Any:
         module = self.__dict__.get("module")
-        if module is None or name.startswith("_") or not callable(getattr(type(module), name, None)):
+        if (
+            module is None
+            or name.startswith("_")
+            or not callable(getattr(type(module), name, None))
+        ):
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
         return functools.partial(self._call, name)
 
@@ -439,6 +458,6 @@ class _Capture(torch.fx.Interpreter):
 def _emit(table: str, out: str | None) -> str:
     print(table)
     if out is not None:
-        with io.open(out, "w", encoding="utf-8") as file:
+        with open(out, "w", encoding="utf-8") as file:
             file.write(table + "\n")
     return table

@@ -57,11 +57,17 @@ def test_activations_of_two_methods(bended):
     x = torch.zeros(4, 1, 128)
     bended.trace(x=x)
     assert bended.activation_names() == [
-        "x", "conv_modules_0", "conv_modules_1", "batch_norm", "nnlin"
+        "x",
+        "conv_modules_0",
+        "conv_modules_1",
+        "batch_norm",
+        "nnlin",
     ]
     shapes = list(map(bended.activation_shape, bended.activation_names()))
     assert shapes[1:] == [
-        torch.Size([4, 4, 126]), torch.Size([4, 8, 124]), torch.Size([4, 8, 124]),
+        torch.Size([4, 4, 126]),
+        torch.Size([4, 8, 124]),
+        torch.Size([4, 8, 124]),
         torch.Size([4, 8, 124]),
     ]
     fn = "forward_nobatch"

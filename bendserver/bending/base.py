@@ -50,9 +50,7 @@ class Param:
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise BendingError(
-                f"{op_name}.{self.name} takes a number, got {value!r}"
-            ) from None
+            raise BendingError(f"{op_name}.{self.name} takes a number, got {value!r}") from None
         if not math.isfinite(number) or not self.low <= number <= self.high:
             raise BendingError(
                 f"{op_name}.{self.name} must be a finite number in [{self.low}, {self.high}], "
@@ -180,7 +178,9 @@ class Chain(BendingOp):
         pass  # a chain changes when its parts do
 
     def init_state(self, target, shape, dtype, device) -> State:
-        return {str(i): op.init_state(target, shape, dtype, device) for i, op in enumerate(self.ops)}
+        return {
+            str(i): op.init_state(target, shape, dtype, device) for i, op in enumerate(self.ops)
+        }
 
     def apply(self, x: torch.Tensor, state: State) -> torch.Tensor:
         for i, op in enumerate(self.ops):

@@ -28,7 +28,10 @@ Entry = tuple[BendingOp, tuple[str, ...]]
 
 
 class BendingConfig:
-    """Bending operations as data: ``BendingConfig((Mask(0.5), "conv.*weight"), (Scale(2), "x"))``."""
+    """Bending operations as data: ``BendingConfig((Mask(0.5), r"conv\d.weight"), (Scale(2), "x"))``.
+
+    Entries are ``(op, *keys)``; the same op object may appear in several entries.
+    """
 
     def __init__(self, *entries: tuple[Any, ...], module: BendedModule | None = None) -> None:
         self.entries: list[Entry] = [self._entry(entry) for entry in entries]
@@ -49,7 +52,9 @@ class BendingConfig:
             try:
                 re.compile(key)
             except re.error as error:
-                raise BendingError(f"key {key!r} is not a valid regular expression: {error}") from None
+                raise BendingError(
+                    f"key {key!r} is not a valid regular expression: {error}"
+                ) from None
         return op, tuple(keys)
 
     # -- binding and lookup ------------------------------------------------------------------
@@ -73,7 +78,7 @@ class BendingConfig:
 
     @property
     def ops(self) -> dict[str, BendingOp]:
-        """The distinct ops, by id: ``mask``, ``mask_1``, ``scale`` ... (used by presets and OSC)."""
+        """The distinct ops by id (``mask``, ``mask_1``, ``scale``...), as presets and OSC name them."""
         ids: dict[str, BendingOp] = {}
         for op, _ in self.entries:
             if any(op is known for known in ids.values()):

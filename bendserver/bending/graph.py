@@ -84,8 +84,10 @@ def insert_ops(
             op_node = new.call_module(module_name, (source,))
         op_node.meta.update({k: v for k, v in source.meta.items() if k in ("shape", "dtype")})
         source.replace_all_uses_with(
-            op_node, delete_user_cb=lambda user, s=source, o=op_node: user is not o
-            and not writes_into(user, s)
+            op_node,
+            delete_user_cb=lambda user, s=source, o=op_node: (
+                user is not o and not writes_into(user, s)
+            ),
         )
         last[activation] = op_node
     new.lint()

@@ -53,7 +53,9 @@ class WeightBank:
     def add_version(self, name: str, source: nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Store another set of weights for the same parameters (names and shapes checked)."""
         if name == DEFAULT_VERSION:
-            raise BendingError(f"'{DEFAULT_VERSION}' is the module's own weights; pick another name")
+            raise BendingError(
+                f"'{DEFAULT_VERSION}' is the module's own weights; pick another name"
+            )
         if isinstance(source, nn.Module):
             tensors = dict(source.named_parameters())
         elif isinstance(source, Mapping):

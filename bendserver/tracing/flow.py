@@ -20,7 +20,7 @@ from ..errors import FlowGuardError
 
 @dataclass(frozen=True)
 class FlowStep:
-    """One frozen decision: the graph node that computed it, its traced value, where it was taken."""
+    """One frozen decision: the node that computed it, its traced value, where it was taken."""
 
     name: str
     value: Any

@@ -254,9 +254,7 @@ class BendingTracer(torch.fx.Tracer):
         converted = self.create_proxy("call_function", kind, (obj,), {})
         value = converted.value
         step = self._step(step_kind, converted.node.name, value)
-        self.create_node(
-            "call_function", guard_equal, (converted.node, value, step.describe()), {}
-        )
+        self.create_node("call_function", guard_equal, (converted.node, value, step.describe()), {})
         return value
 
     def _guard_len(self, obj: ConcreteProxy, length: int) -> None:
@@ -287,7 +285,9 @@ class BendingTracer(torch.fx.Tracer):
         # Non-tensor arguments are specialised: the traced code sees the plain value, and a guard
         # checks that later calls pass the same one.
         code = getattr(type(self.root), self.traced_func_name).__code__
-        step = ValueFlowStep(name=name, value=value, file=f"{code.co_filename}:{code.co_firstlineno}")
+        step = ValueFlowStep(
+            name=name, value=value, file=f"{code.co_filename}:{code.co_firstlineno}"
+        )
         self.flow_steps.append(step)
         self.create_node("call_function", guard_equal, (proxy.node, value, step.describe()), {})
         return value

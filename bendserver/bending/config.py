@@ -28,7 +28,7 @@ Entry = tuple[BendingOp, tuple[str, ...]]
 
 
 class BendingConfig:
-    """Bending operations as data: ``BendingConfig((Mask(0.5), r"conv\d.weight"), (Scale(2), "x"))``.
+    """Bending operations as data: ``BendingConfig((Mask(0.5), "conv.*weight"), (Scale(2), "x"))``.
 
     Entries are ``(op, *keys)``; the same op object may appear in several entries.
     """
@@ -78,7 +78,8 @@ class BendingConfig:
 
     @property
     def ops(self) -> dict[str, BendingOp]:
-        """The distinct ops by id (``mask``, ``mask_1``, ``scale``...), as presets and OSC name them."""
+        """The distinct ops by id (``mask``, ``mask_1``, ``scale``...): how presets and OSC
+        name them."""
         ids: dict[str, BendingOp] = {}
         for op, _ in self.entries:
             if any(op is known for known in ids.values()):

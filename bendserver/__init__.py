@@ -27,8 +27,11 @@ from .bending import (
     op_from_spec,
     register_op,
 )
+from .engine import BlockAdapter, OutputFuse, StreamEngine
 from .errors import BendingError, FlowGuardError, ShapeError
+from .loader import LoadedModel, load_model
 from .module import BendedModule
+from .presets import Preset, load_preset
 from .tracing import LogicalFlowStep, LoopFlowStep, ValueFlowStep
 
 __version__ = "0.1.0"
@@ -40,6 +43,13 @@ __all__ = [
     "BendingConfig",
     "BendingError",
     "BendingOp",
+    "BlockAdapter",
+    "LoadedModel",
+    "OutputFuse",
+    "Preset",
+    "StreamEngine",
+    "load_model",
+    "load_preset",
     "Bias",
     "Chain",
     "Clamp",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import inspect
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,11 @@ class BendedModule:
     # -- weights -----------------------------------------------------------------------------
 
     @property
+    def weight_bank(self) -> WeightBank:
+        """Versions, interpolation and weight ops (for engines that prepare weight changes)."""
+        return self._weights
+
+    @property
     def weight_names(self) -> list[str]:
         return self._weights.names
 
@@ -142,6 +148,13 @@ class BendedModule:
         self._forget_runners(fn)
         return (graph, (output,)) if _return_out else graph
 
+    def argument_names(self, fn: str = "forward") -> list[str]:
+        """The arguments of the module's method ``fn``, in order."""
+        method = getattr(self.module, fn, None)
+        if not callable(method):
+            raise BendingError(f"{type(self.module).__name__} has no method '{fn}'")
+        return list(inspect.signature(method).parameters)
+
     @property
     def traced_methods(self) -> list[str]:
         return list(self._graphs)
@@ -164,7 +177,7 @@ class BendedModule:
 
     def bend_graph(self, fn: str = "forward") -> torch.fx.Graph:
         """The graph of ``fn`` with its activation ops inserted."""
-        return self._runner(fn).module.graph
+        return self.compiled(fn).graph
 
     def activation_names(self, fn: str | None = None) -> list[str]:
         return [node.name for node in activation_nodes(self._graph(fn))]
@@ -279,6 +292,16 @@ class BendedModule:
         if activations:
             self._runners.clear()
 
+    def unbend(self, op: BendingOp) -> None:
+        """Remove ``op`` from every weight and activation it bends."""
+        if not any(b.op is op for b in self._bends):
+            raise BendingError(f"{op!r} does not bend this module")
+        if any(b.op is op and b.activations for b in self._bends):
+            self._runners.clear()
+        self._bends = [b for b in self._bends if b.op is not op]
+        self._bound = {k: v for k, v in self._bound.items() if v[0] is not op}
+        self._weights.remove_op(op)
+
     def bending_config(self) -> BendingConfig:
         """The current bends as a config bound to this module."""
         return BendingConfig(*((b.op, *b.keys) for b in self._bends), module=self)
@@ -384,6 +407,12 @@ class BendedModule:
                 return getattr(self._shadow, fn)(*args, **kwargs)
             runner = self._runner(fn)
         return runner.module.forward(*args, **kwargs)
+
+    def compiled(self, fn: str = "forward") -> torch.fx.GraphModule:
+        """The bended graph module of ``fn`` (built once per set of activation ops). Calling its
+        ``forward`` skips the weight-sync check that calling the BendedModule does: for an engine
+        that applies weight changes itself."""
+        return self._runner(fn).module
 
     def _runner(self, fn: str) -> _Runner:
         """The bended graph module of ``fn``, built once per set of activation ops."""

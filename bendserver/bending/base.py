@@ -86,6 +86,8 @@ class BendingOp(nn.Module):
     def __init__(self, **values: float) -> None:
         super().__init__()
         self.revision = 0
+        #: A disabled op passes its input through (switched at block boundaries by the engine).
+        self.enabled = True
         unknown = set(values) - set(self.params)
         if unknown:
             raise BendingError(
@@ -105,13 +107,13 @@ class BendingOp(nn.Module):
 
     def set(self, name: str, value: float) -> None:
         """Write a parameter in place; the next call sees it."""
-        param = self._param(name)
+        param = self.param(name)
         number = param.validate(self.name, value)
         self.value_tensor(name).fill_(number)
         self.revision += 1
 
     def get(self, name: str) -> float:
-        self._param(name)
+        self.param(name)
         return float(self.value_tensor(name))
 
     def value_tensor(self, name: str) -> torch.Tensor:
@@ -121,7 +123,8 @@ class BendingOp(nn.Module):
     def values(self) -> dict[str, float]:
         return {name: self.get(name) for name in self.params}
 
-    def _param(self, name: str) -> Param:
+    def param(self, name: str) -> Param:
+        """The declaration of parameter ``name`` (default, range), or a BendingError."""
         try:
             return self.params[name]
         except KeyError:
@@ -205,6 +208,8 @@ class BoundOp(nn.Module):
         self.state = state
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.op.enabled:
+            return x
         try:
             return self.op.apply(x, self.state)
         except RuntimeError as error:

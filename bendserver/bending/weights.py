@@ -43,6 +43,10 @@ class WeightBank:
         self.mix: dict[str, float] | None = None
         self.ops: dict[str, list[tuple[BendingOp, State]]] = {}
         self._revisions: dict[int, int] = {}
+        #: When True (a stream engine owns the module), changes are computed but not swapped in:
+        #: the engine commits them at a block boundary.
+        self.deferred = False
+        self.pending: dict[str, torch.Tensor] = {}
 
     @property
     def names(self) -> list[str]:
@@ -130,6 +134,20 @@ class WeightBank:
         self._revisions[id(op)] = op.revision
         self.refresh([name])
 
+    def remove_op(self, op: BendingOp) -> None:
+        """Stop bending weights with ``op``."""
+        touched = [name for name, ops in self.ops.items() if any(o is op for o, _ in ops)]
+        for name in touched:
+            self.ops[name] = [(o, s) for o, s in self.ops[name] if o is not op]
+            if not self.ops[name]:
+                del self.ops[name]
+        self._revisions.pop(id(op), None)
+        self.refresh(touched)
+
+    def targets(self, op: BendingOp) -> list[str]:
+        """The weights ``op`` bends."""
+        return [name for name, ops in self.ops.items() if any(o is op for o, _ in ops)]
+
     def clear_ops(self) -> None:
         bended = list(self.ops)
         self.ops.clear()
@@ -148,27 +166,58 @@ class WeightBank:
             if any(self._revisions[id(op)] != op.revision for op, _ in ops)
         ]
         if changed:
-            for ops in self.ops.values():
-                for op, _ in ops:
-                    self._revisions[id(op)] = op.revision
             self.refresh(changed)
 
-    def source(self, name: str) -> torch.Tensor:
-        """The unbended weight: the selected version, or the interpolation of versions."""
-        if self.mix is None:
+    def source(self, name: str, mix: Mapping[str, float] | None = None) -> torch.Tensor:
+        """The unbended weight: the selected version, or a normalised mix of versions."""
+        mix = self.mix if mix is None else mix
+        if not mix:
             return self.versions[self.version][name]
-        return sum(w * self.versions[v][name].detach() for v, w in self.mix.items())
+        return sum(w * self.versions[v][name].detach() for v, w in mix.items())
 
-    def compute(self, name: str) -> torch.Tensor:
-        weight = self.source(name).detach()
+    def compute(
+        self,
+        name: str,
+        mix: Mapping[str, float] | None = None,
+        enabled: Mapping[int, bool] | None = None,
+    ) -> torch.Tensor:
+        """The bended weight ``name``; ``mix`` and ``enabled`` (op id -> flag) override the
+        current interpolation and ops' enabled flags, to prepare a change before it applies."""
+        weight = self.source(name, mix).detach()
         for op, state in self.ops.get(name, ()):
-            weight = op.apply(weight, state)
+            if (enabled or {}).get(id(op), op.enabled):
+                weight = op.apply(weight, state)
         return weight
 
-    def refresh(self, names: Iterable[str] | None = None) -> None:
+    def prepare(self, names: Iterable[str] | None = None, **overrides) -> dict[str, torch.Tensor]:
+        """New tensors for ``names`` (all weights by default), computed without touching the
+        module: the heavy half of a weight change, for the control side."""
         with torch.no_grad():
-            for name in self.slots if names is None else names:
-                self.slots[name].data = self.compute(name)
+            return {
+                n: self.compute(n, **overrides) for n in (self.slots if names is None else names)
+            }
+
+    def commit(self, prepared: Mapping[str, torch.Tensor]) -> None:
+        """Swap prepared tensors in: one pointer swap per tensor, cheap enough for a block
+        boundary."""
+        for name, tensor in prepared.items():
+            self.slots[name].data = tensor
+
+    def refresh(self, names: Iterable[str] | None = None) -> None:
+        """Recompute and swap in ``names``; in deferred mode keep them for :meth:`take_pending`."""
+        prepared = self.prepare(names)
+        for ops in self.ops.values():
+            for op, _ in ops:
+                self._revisions[id(op)] = op.revision
+        if self.deferred:
+            self.pending.update(prepared)
+        else:
+            self.commit(prepared)
+
+    def take_pending(self) -> dict[str, torch.Tensor]:
+        """The deferred changes, handed over once."""
+        pending, self.pending = self.pending, {}
+        return pending
 
 
 def _finite(x: float) -> bool:

@@ -1,0 +1,192 @@
+"""Loading models: a folder with a manifest, or a Python class given as ``file.py:Class``.
+
+``models/<name>/manifest.toml`` names the class, its constructor arguments, the sample rate and
+channels, the native block size, each method's channels and rate ratios (nn~'s convention), the
+weight versions (one safetensors file each, the first being the default), the demo sound, the
+default preset and the latency the model adds. Weights are read with safetensors: nothing is
+unpickled.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from .errors import BendingError
+from .module import BendedModule
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MODELS_DIR = PROJECT_ROOT / "models"
+PRESETS_DIR = PROJECT_ROOT / "patches" / "presets"
+DEFAULT_MODEL = "drive"
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """Channels and rate ratios of one method (``ratio`` = audio samples per model frame)."""
+
+    in_channels: int = 1
+    in_ratio: int = 1
+    out_channels: int = 1
+    out_ratio: int = 1
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to stream: the bendable module and what the manifest says about it."""
+
+    name: str
+    bended: BendedModule
+    sample_rate: int = 48000
+    block: int = 2048
+    latency: int = 0
+    methods: dict[str, MethodSpec] = field(default_factory=lambda: {"forward": MethodSpec()})
+    description: str = ""
+    path: Path | None = None
+    demo: Path | None = None
+    preset: str | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def module(self) -> nn.Module:
+        return self.bended.module
+
+    def method(self, name: str) -> MethodSpec:
+        if name not in self.methods:
+            raise BendingError(
+                f"model '{self.name}' has no streaming method '{name}'; "
+                f"it has {sorted(self.methods)}"
+            )
+        return self.methods[name]
+
+
+def load_model(source: str | Path | nn.Module | LoadedModel) -> LoadedModel:
+    """Load ``models/<name>``, a model folder, ``path/file.py:Class``, or wrap a module.
+
+    A bare name (``"drive"``) is looked up in the project's ``models/`` folder.
+    """
+    if isinstance(source, LoadedModel):
+        return source
+    if isinstance(source, nn.Module):
+        return _from_module(type(source).__name__, source)
+    text = str(source)
+    if re.fullmatch(r".+\.py:[A-Za-z_]\w*", text):
+        file, class_name = text.rsplit(":", 1)
+        return _from_module(class_name, _load_class(Path(file), class_name)())
+    path = Path(text)
+    if not path.exists() and re.fullmatch(r"[\w-]+", text):
+        path = MODELS_DIR / text
+    if not (path / "manifest.toml").is_file():
+        known = sorted(p.name for p in MODELS_DIR.glob("*") if (p / "manifest.toml").is_file())
+        raise BendingError(
+            f"no model at {text!r}: give a folder with a manifest.toml, a name from "
+            f"{known}, or path/file.py:Class"
+        )
+    return _from_folder(path)
+
+
+def _from_folder(path: Path) -> LoadedModel:
+    manifest = _read_manifest(path / "manifest.toml")
+    file, class_name = _required(manifest, "class", path).rsplit(":", 1)
+    cls = _load_class(path / file, class_name)
+    try:
+        module = cls(**manifest.get("kwargs", {}))
+    except Exception as error:
+        raise BendingError(f"{path.name}: {class_name}(**kwargs) failed: {error}") from error
+    versions = manifest.get("versions", {})
+    if not versions:
+        raise BendingError(f"{path}/manifest.toml lists no [versions] (name = file.safetensors)")
+    weights = {name: _load_weights(path / file) for name, file in versions.items()}
+    default, *others = weights
+    missing, unexpected = module.load_state_dict(weights[default], strict=False)
+    if missing or unexpected:
+        raise BendingError(
+            f"{path.name}: version '{default}' does not fit {class_name}: "
+            f"missing {missing}, unexpected {unexpected}"
+        )
+    module.eval()
+    bended = BendedModule(module)
+    for name in others:
+        bended.create_version(name, weights[name])
+    methods = {
+        name: MethodSpec(**{k: int(v) for k, v in spec.items() if k in MethodSpec.__annotations__})
+        for name, spec in manifest.get("methods", {"forward": {}}).items()
+    }
+    demo = manifest.get("demo")
+    return LoadedModel(
+        name=manifest.get("name", path.name),
+        bended=bended,
+        sample_rate=int(manifest.get("sample_rate", 48000)),
+        block=int(manifest.get("block", 2048)),
+        latency=int(manifest.get("latency", 0)),
+        methods=methods,
+        description=manifest.get("description", ""),
+        path=path,
+        demo=path / demo if demo else None,
+        preset=manifest.get("preset"),
+        manifest=manifest,
+    )
+
+
+def _from_module(name: str, module: nn.Module) -> LoadedModel:
+    """A bare module: nn~-style ``<method>_params`` buffers give its methods, else forward 1:1."""
+    module.eval()
+    methods = {}
+    for buffer_name, buffer in module.named_buffers():
+        if buffer_name.endswith("_params") and buffer.numel() == 4:
+            in_ch, in_ratio, out_ch, out_ratio = (int(v) for v in buffer.tolist())
+            methods[buffer_name[: -len("_params")]] = MethodSpec(in_ch, in_ratio, out_ch, out_ratio)
+    return LoadedModel(
+        name=name, bended=BendedModule(module), methods=methods or {"forward": MethodSpec()}
+    )
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise BendingError(f"{path} is not valid TOML: {error}") from None
+
+
+def _required(manifest: dict[str, Any], key: str, path: Path) -> Any:
+    if key not in manifest:
+        raise BendingError(f"{path}/manifest.toml has no '{key}'")
+    return manifest[key]
+
+
+def _load_class(file: Path, class_name: str) -> type[nn.Module]:
+    """Import ``class_name`` from a model's Python file (the model's own code)."""
+    if not file.is_file():
+        raise BendingError(f"no model file {file}")
+    module_name = f"bendserver_models.{file.parent.name}.{file.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    code = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = code
+    try:
+        spec.loader.exec_module(code)
+    except Exception as error:
+        del sys.modules[module_name]
+        raise BendingError(f"importing {file} failed: {type(error).__name__}: {error}") from error
+    cls = getattr(code, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise BendingError(f"{file} defines no torch.nn.Module named {class_name!r}")
+    return cls
+
+
+def _load_weights(file: Path) -> dict[str, torch.Tensor]:
+    if not file.is_file():
+        raise BendingError(f"no weights file {file}")
+    return load_file(str(file))

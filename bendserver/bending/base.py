@@ -9,8 +9,10 @@ an in-place write that the next call sees, with no retrace and no graph rebuild.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -111,6 +113,18 @@ class BendingOp(nn.Module):
         number = param.validate(self.name, value)
         self.value_tensor(name).fill_(number)
         self.revision += 1
+
+    @contextlib.contextmanager
+    def overridden(self, name: str, value: float) -> Iterator[None]:
+        """Within the block, parameter ``name`` reads ``value`` (to prepare weights with a value
+        before it applies); the old value is put back after."""
+        tensor = self.value_tensor(name)
+        old = float(tensor)
+        tensor.fill_(self.param(name).validate(self.name, value))
+        try:
+            yield
+        finally:
+            tensor.fill_(old)
 
     def get(self, name: str) -> float:
         self.param(name)

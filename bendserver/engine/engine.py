@@ -195,18 +195,18 @@ class StreamEngine:
     ) -> None:
         """Set an op parameter, moving there over ``ramp_ms`` (one step per block at least).
 
-        Weight targets are recomputed on the calling thread and swapped in at the block
-        boundary (without a ramp)."""
+        Weight targets are recomputed on the calling thread with the new value and swapped in
+        at the block boundary (weights jump: only activation parameters ramp)."""
         op = self.op(op_id)
         value = op.param(name).validate(op_id, value)
         if not math.isfinite(ramp_ms) or ramp_ms < 0:
             raise BendingError(f"ramp must be a finite number of ms >= 0, got {ramp_ms!r}")
         with self._control:
             weights = self.bank.targets(op)
+            prepared = {}
             if weights:
-                op.set(name, value)
-                self.bank.refresh(weights)
-            prepared = self.bank.take_pending()
+                with op.overridden(name, value):
+                    prepared = self.bank.prepare(weights)
         tensor = op.value_tensor(name)
         blocks = math.ceil(ramp_ms * self.sample_rate / 1000 / self.block)
 
@@ -217,6 +217,7 @@ class StreamEngine:
             else:
                 self._ramps.pop((id(op), name), None)
                 tensor.fill_(value)
+            op.revision += 1
 
         self.commands.submit(apply, at, f"set {op_id}.{name}")
 

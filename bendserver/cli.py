@@ -1,0 +1,146 @@
+"""The ``bendserver`` command: render, info, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .errors import BendingError
+from .loader import DEFAULT_MODEL
+
+
+def _blocks(text: str) -> list[int]:
+    try:
+        blocks = [int(b) for b in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"block sizes are integers: {text!r}") from None
+    if any(b <= 0 for b in blocks):
+        raise argparse.ArgumentTypeError("block sizes are positive")
+    return blocks
+
+
+def _render(args: argparse.Namespace) -> int:
+    from .engine import StreamEngine
+    from .render import parse_score, render_file
+
+    score = None
+    if args.score:
+        path = Path(args.score)
+        if not path.is_file():
+            raise BendingError(f"no score file {path}")
+        score = parse_score(path.read_text(encoding="utf-8"), str(path))
+    output = Path(args.output)
+    if len(args.inputs) > 1 or output.is_dir():
+        targets = [output / f"{Path(i).stem}{args.format}" for i in args.inputs]
+    else:
+        targets = [output]
+    for source, target in zip(args.inputs, targets, strict=True):
+        engine = StreamEngine(args.model, block=args.block, preset=args.preset)
+        try:
+            seconds = render_file(
+                engine,
+                Path(source),
+                target,
+                score,
+                args.force,
+                not args.no_resample,
+                progress=sys.stderr.isatty(),
+            )
+        except KeyboardInterrupt:
+            print(f"interrupted: {target} holds what was rendered so far", file=sys.stderr)
+            return 130
+        stats = engine.stats_dict()
+        print(
+            f"wrote {target} ({seconds:.2f} s, {stats['blocks']} blocks of {engine.block}, "
+            f"compute p50 {stats['p50_ms']:.2f} ms, max {stats['max_ms']:.2f} ms, "
+            f"{stats['errors']} errors)"
+        )
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    import torch
+
+    from .loader import load_model
+
+    model = load_model(args.model)
+    print(f"{model.name}: {model.description}")
+    print(
+        f"sample rate {model.sample_rate} Hz, block {model.block}, latency {model.latency} "
+        f"samples, versions {model.bended.versions}, preset {model.preset}"
+    )
+    for name, spec in model.methods.items():
+        print(
+            f"  {name}: {spec.in_channels} ch x 1/{spec.in_ratio} -> "
+            f"{spec.out_channels} ch x 1/{spec.out_ratio}"
+        )
+    print("\nweights")
+    model.bended.print_weights()
+    for name, spec in model.methods.items():
+        argument = model.bended.argument_names(name)[0]
+        example = torch.zeros(1, spec.in_channels, model.block // spec.in_ratio)
+        model.bended.trace(name, **{argument: example})
+        print(f"\nactivations of {name} (block {model.block})")
+        model.bended.print_activations(name)
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import bench_blocks, bench_weight_apply, format_results
+
+    results = bench_blocks(args.model, args.block, args.calls, args.preset)
+    apply = bench_weight_apply()
+    if args.json:
+        print(json.dumps({"blocks": results, "weight_apply": apply}, indent=2))
+    else:
+        print(format_results(results, apply))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bendserver", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    render = commands.add_parser("render", help="render sound files through a bended model")
+    render.add_argument("inputs", nargs="+", metavar="IN", help="input sound files")
+    render.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    render.add_argument("-p", "--preset", help="preset name (patches/presets) or .json file")
+    render.add_argument("--score", help="text file of timed messages: time /address args...")
+    render.add_argument("-o", "--output", required=True, help="output file, or folder")
+    render.add_argument("--block", type=int, help="block size (default: the model's)")
+    render.add_argument("--format", default=".wav", help="extension when -o is a folder")
+    render.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    render.add_argument(
+        "--no-resample", action="store_true", help="refuse inputs at another sample rate"
+    )
+    render.set_defaults(run=_render)
+
+    info = commands.add_parser("info", help="print a model's weights and activations")
+    info.add_argument("model", nargs="?", default=DEFAULT_MODEL)
+    info.set_defaults(run=_info)
+
+    bench = commands.add_parser("bench", help="engine vs raw eager, per block size")
+    bench.add_argument("-m", "--model", default=DEFAULT_MODEL)
+    bench.add_argument("-p", "--preset", help="preset (default: the model's)")
+    bench.add_argument("--block", type=_blocks, default=[256, 2048], help="e.g. 256,2048")
+    bench.add_argument("--calls", type=int, default=300, help="calls per run and block size")
+    bench.add_argument("--json", action="store_true")
+    bench.set_defaults(run=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except BendingError as error:
+        print(f"bendserver: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

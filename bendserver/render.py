@@ -88,12 +88,12 @@ def stream(engine: StreamEngine, audio: np.ndarray, progress: bool = False) -> I
 def read_audio(path: Path, sample_rate: int, channels: int, resample: bool = True) -> np.ndarray:
     """Read a sound file as float32 [channels, frames] at ``sample_rate`` (soxr resampling, or a
     clear refusal); more channels than the model takes are mixed down."""
+    if not path.is_file():
+        raise BendingError(f"no input file {path}")
     try:
         audio, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except sf.LibsndfileError as error:
         raise BendingError(f"cannot read {path}: {error}") from None
-    except FileNotFoundError:
-        raise BendingError(f"no input file {path}") from None
     if rate != sample_rate:
         if not resample:
             raise BendingError(

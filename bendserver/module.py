@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import inspect
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -397,7 +396,7 @@ class BendedModule:
             or not callable(getattr(type(module), name, None))
         ):
             raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-        return functools.partial(self._call, name)
+        return _BendedMethod(self, name)
 
     def _call(self, fn: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         self._weights.sync()
@@ -467,6 +466,17 @@ class BendedModule:
         close = difflib.get_close_matches(name, list(known), n=5, cutoff=0.4)
         hint = f"; closest: {close}" if close else f"; known: {list(known)[:20]}"
         return f"no {kind} named {name!r}{hint}"
+
+
+class _BendedMethod:
+    """``bended.encode``: calls the module's method ``encode``, bended."""
+
+    def __init__(self, bended: BendedModule, name: str) -> None:
+        self.bended = bended
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.bended._call(self.__name__, args, kwargs)
 
 
 class _Capture(torch.fx.Interpreter):

@@ -77,6 +77,9 @@ def test_activations_of_two_methods(bended):
     assert shapes[-1] == torch.Size([4, 8, 124])
     table = bended.print_activations(fn)
     assert "conv_modules_1  call_module  torch.Size([4, 8, 124])" in table
+    bended.bend(tb.Scale(0.0), f"{fn}:conv_modules_1")
+    assert torch.equal(bended.forward_nobatch(x), torch.full((4, 8, 124), 0.5))
+    assert not torch.equal(bended(x), torch.full((4, 8, 124), 0.5)), "forward is not bent"
 
 
 def test_graph_and_graph_module(bended):

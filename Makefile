@@ -4,7 +4,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: install test lint format bench clean
+.PHONY: install run test lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,11 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e ".[test]" "$(TORCH_SPEC)"
+
+# Renders the default model's demo with its preset (the live server will take this over).
+run: $(BIN)/python
+	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
+	$(BIN)/bendserver render models/drive/demo.flac -m drive -p drive -o out/drive_demo.wav --force
 
 test: $(BIN)/python
 	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
@@ -28,6 +33,7 @@ format: $(BIN)/python
 
 bench: $(BIN)/python
 	$(BIN)/python scripts/bench_core.py
+	$(BIN)/bendserver bench -m drive --block 256,2048
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -119,6 +119,7 @@ def _from_folder(path: Path) -> LoadedModel:
         )
     module.eval()
     bended = BendedModule(module)
+    bended.weight_bank.alias(default)
     for name in others:
         bended.create_version(name, weights[name])
     methods = {

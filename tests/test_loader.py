@@ -58,7 +58,7 @@ def test_manifest_folder_with_versions(tmp_path):
     )
     model = tb.load_model(folder)
     assert (model.name, model.sample_rate, model.block, model.latency) == ("gain", 44100, 512, 3)
-    assert model.bended.versions == ["_default", "loud"]
+    assert model.bended.versions == ["_default", "default", "loud"]
     x = torch.ones(1, 1, 4)
     assert torch.equal(model.bended(x), x)  # the first version's weights, not kwargs' 0.5
     with model.bended.set_version("loud"):

@@ -94,6 +94,11 @@ class WeightBank:
                 "A version must have the same parameter names and shapes as the module"
             )
 
+    def alias(self, name: str) -> None:
+        """Give the module's own weights another name too (a manifest's first version)."""
+        if name != DEFAULT_VERSION:
+            self.versions[name] = self.versions[DEFAULT_VERSION]
+
     def select(self, version: str | None) -> None:
         version = DEFAULT_VERSION if version is None else version
         self._check_version(version)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BendingError
@@ -33,9 +33,16 @@ class BendingConfig:
     Entries are ``(op, *keys)``; the same op object may appear in several entries.
     """
 
-    def __init__(self, *entries: tuple[Any, ...], module: BendedModule | None = None) -> None:
+    def __init__(
+        self,
+        *entries: tuple[Any, ...],
+        module: BendedModule | None = None,
+        names: Mapping[str, BendingOp] | None = None,
+    ) -> None:
         self.entries: list[Entry] = [self._entry(entry) for entry in entries]
         self.module: BendedModule | None = None
+        #: Explicit op ids (from a preset, or an engine's names); other ops get generated ones.
+        self.names: dict[str, BendingOp] = dict(names or {})
         if module is not None:
             self.bind(module)
 
@@ -80,7 +87,9 @@ class BendingConfig:
     def ops(self) -> dict[str, BendingOp]:
         """The distinct ops by id (``mask``, ``mask_1``, ``scale``...): how presets and OSC
         name them."""
-        ids: dict[str, BendingOp] = {}
+        ids: dict[str, BendingOp] = {
+            name: op for name, op in self.names.items() if any(op is o for o, _ in self.entries)
+        }
         for op, _ in self.entries:
             if any(op is known for known in ids.values()):
                 continue
@@ -116,7 +125,10 @@ class BendingConfig:
     def __add__(self, other: BendingConfig) -> BendingConfig:
         if not isinstance(other, BendingConfig):
             return NotImplemented
-        config = BendingConfig(*((op, *keys) for op, keys in self.entries + other.entries))
+        config = BendingConfig(
+            *((op, *keys) for op, keys in self.entries + other.entries),
+            names={**self.names, **other.names},
+        )
         module = self.module or other.module
         return config.bind(module) if module is not None else config
 
@@ -170,7 +182,7 @@ class BendingConfig:
             if not isinstance(bend, dict) or bend.get("op") not in ops:
                 raise BendingError(f"config bend {bend!r} names no op of {sorted(ops)}")
             entries.append((ops[bend["op"]], *bend.get("keys", [])))
-        return cls(*entries, module=module)
+        return cls(*entries, module=module, names=ops)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the config as JSON."""

@@ -310,7 +310,10 @@ class StreamEngine:
         return preset
 
     def bending_config(self) -> BendingConfig:
-        return self.bended.bending_config()
+        """The current bends, with the engine's op ids."""
+        config = self.bended.bending_config()
+        config.names = dict(self.ops)
+        return config
 
     def _submit_weights(self, at: int | None, what: str) -> None:
         prepared = self.bank.take_pending()

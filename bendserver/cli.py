@@ -22,6 +22,15 @@ def _blocks(text: str) -> list[int]:
     return blocks
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from .serve import ServeOptions, run
+
+    options = ServeOptions(
+        **{k: v for k, v in vars(args).items() if k in ServeOptions.__dataclass_fields__}
+    )
+    return run(options)
+
+
 def _render(args: argparse.Namespace) -> int:
     from .engine import StreamEngine
     from .render import parse_score, render_file
@@ -103,6 +112,30 @@ def _bench(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bendserver", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="play a model live, controlled over OSC")
+    serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    serve.add_argument("-p", "--preset", help="preset name or .json ('none': no preset)")
+    serve.add_argument("--osc-host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--osc-port", type=int, default=9000, help="OSC port to listen on")
+    serve.add_argument("--reply-port", type=int, default=9001, help="port replies go to")
+    serve.add_argument("--reply-host", help="host replies go to (default: the sender's)")
+    serve.add_argument("--audio", help="device or host API name (e.g. jack), or null")
+    serve.add_argument("--input", default="silence", help="input device, sound file or silence")
+    serve.add_argument("--block", type=int, help="model block size (default: the model's)")
+    serve.add_argument("--device-block", type=int, help="frames per callback (default: block)")
+    serve.add_argument("--record", help="write the output to this sound file")
+    serve.add_argument("--force", action="store_true", help="overwrite the --record file")
+    serve.add_argument("--latency-mode", choices=["direct", "threaded"], default="direct")
+    serve.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="also accept OSC from this network (repeatable); loopback is always allowed",
+    )
+    serve.add_argument("--duration", type=float, help="stop after this many seconds")
+    serve.set_defaults(run=_serve)
 
     render = commands.add_parser("render", help="render sound files through a bended model")
     render.add_argument("inputs", nargs="+", metavar="IN", help="input sound files")

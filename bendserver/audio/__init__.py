@@ -1,0 +1,31 @@
+"""Real-time audio for the server: backends, the callback, processors, clock, recording.
+
+A backend (a PortAudio stream, or the null backend clocked in real time) calls one
+:class:`AudioCallback`, which feeds a processor (the engine in the callback, or on a worker
+thread), marks the :class:`AudioClock` that timetags are converted with, and counts xruns.
+"""
+
+from .backends import DeviceBackend, NullBackend, has_device
+from .callback import AudioCallback, BlockLog
+from .clock import AudioClock
+from .devices import Device, find_device
+from .processors import DirectProcessor, ThreadedProcessor
+from .recorder import Recorder
+from .sources import Loop, Silence, file_loop
+
+__all__ = [
+    "AudioCallback",
+    "AudioClock",
+    "BlockLog",
+    "Device",
+    "DeviceBackend",
+    "DirectProcessor",
+    "Loop",
+    "NullBackend",
+    "Recorder",
+    "Silence",
+    "ThreadedProcessor",
+    "file_loop",
+    "find_device",
+    "has_device",
+]

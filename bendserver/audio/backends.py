@@ -1,0 +1,156 @@
+"""Audio backends: a PortAudio stream (sounddevice), or a null backend clocked in real time.
+
+Both call an :class:`AudioCallback` with sounddevice's signature; both are started and stopped
+the same way. The null backend is for machines without a sound card: a thread calls the callback
+every block period against the monotonic clock, so the engine runs, is timed and can be
+controlled exactly as live, only nothing is heard.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import BendingError
+from .devices import Device, find_device, portaudio, release
+
+
+class Callback(Protocol):
+    def __call__(
+        self, indata: np.ndarray | None, outdata: np.ndarray, frames: int, info: Any, status: Any
+    ) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+    block: int
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class NullStatus:
+    """The null backend's callback status: an output underflow when a period was missed."""
+
+    output_underflow: bool = False
+
+    def __bool__(self) -> bool:
+        return self.output_underflow
+
+
+class NullBackend:
+    """Calls the callback every ``block / sample_rate`` seconds; nothing is played."""
+
+    def __init__(self, callback: Callback, sample_rate: int, block: int, channels: int) -> None:
+        self.callback = callback
+        self.block = block
+        self.period = block / sample_rate
+        self.name = "null (no sound card: a real-time clock, nothing is heard)"
+        self._out = np.zeros((block, channels), dtype=np.float32)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audio-null", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def _run(self) -> None:
+        status = NullStatus()
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            self.callback(None, self._out, self.block, None, status)
+            deadline += self.period
+            now = time.monotonic()
+            status = NullStatus()
+            if now > deadline + self.period:  # a period was missed: start again from now
+                status.output_underflow = True
+                deadline = now
+            elif now < deadline:
+                time.sleep(deadline - now)
+
+
+class DeviceBackend:
+    """A PortAudio output stream (or a duplex stream when ``input_name`` is given)."""
+
+    def __init__(
+        self,
+        callback: Callback,
+        output_name: str | None,
+        sample_rate: int,
+        block: int,
+        in_channels: int,
+        out_channels: int,
+        input_name: str | None = None,
+    ) -> None:
+        sd = portaudio()
+        try:
+            self.output: Device = find_device(sd, output_name, "output")
+            self.input: Device | None = None
+            if input_name is not None:
+                self.input = find_device(sd, input_name, "input")
+            self.stream = self._open(sd, callback, sample_rate, block, in_channels, out_channels)
+        except BendingError:
+            release()
+            raise
+        except sd.PortAudioError as error:
+            release()
+            raise BendingError(
+                f"cannot open {self.output} at {sample_rate} Hz, block {block}: {error}. "
+                "Check the device's sample rate (a JACK server's is fixed with -r) or use "
+                "--audio null"
+            ) from None
+        self.block = block
+        self.name = str(self.output) if self.input is None else f"{self.input} -> {self.output}"
+
+    def _open(self, sd: Any, callback: Callback, rate: int, block: int, ins: int, outs: int) -> Any:
+        common = dict(samplerate=rate, blocksize=block, dtype="float32", latency="low")
+        if self.input is None:
+
+            def output_only(outdata: np.ndarray, frames: int, info: Any, status: Any) -> None:
+                callback(None, outdata, frames, info, status)
+
+            return sd.OutputStream(
+                device=self.output.index, channels=outs, callback=output_only, **common
+            )
+        return sd.Stream(
+            device=(self.input.index, self.output.index),
+            channels=(ins, outs),
+            callback=callback,
+            **common,
+        )
+
+    def start(self) -> None:
+        self.stream.start()
+
+    def stop(self) -> None:
+        """Stop and close the stream, then terminate PortAudio."""
+        try:
+            self.stream.stop()
+            self.stream.close()
+        finally:
+            release()
+
+
+def has_device(name: str | None) -> bool:
+    """Whether PortAudio finds an output device for ``name`` (None: a default one)."""
+    try:
+        sd = portaudio()
+    except BendingError:
+        return False
+    try:
+        find_device(sd, name, "output")
+        return True
+    except BendingError:
+        return False
+    finally:
+        release()

@@ -1,0 +1,26 @@
+"""OSC control of a running server: a socket thread that parses, a worker that applies.
+
+See docs/osc.md for the address space (generated from :data:`bendserver.control.ADDRESSES`).
+"""
+
+from .access import AccessList
+from .controller import ServerController
+from .packets import Incoming, MalformedPacket, parse_datagram
+from .receiver import DEFAULT_RCVBUF, OscReceiver
+from .replies import ReplySender, encode
+from .service import OscService
+from .worker import ControlWorker
+
+__all__ = [
+    "DEFAULT_RCVBUF",
+    "AccessList",
+    "ControlWorker",
+    "Incoming",
+    "MalformedPacket",
+    "OscReceiver",
+    "OscService",
+    "ReplySender",
+    "ServerController",
+    "encode",
+    "parse_datagram",
+]

@@ -1,0 +1,154 @@
+"""The control worker: the one thread that turns received messages into engine commands.
+
+The receiver thread only parses; ``Controller.dispatch`` (validation, weight tensors, graph
+rebuilds) runs here, never on the audio thread. A bundle's future timetag becomes a sample time
+against the audio clock and is passed on as ``at``, so the change applies at the first block
+that starts at or after it; an immediate or past timetag applies at the next block.
+
+A burst must not pile thousands of commands onto one block boundary (the engine applies every
+due command before it computes the block), so at most ``per_block`` messages are dispatched per
+audio block; the rest wait in a bounded queue, and what does not fit is dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ..control import Controller
+from ..errors import BendingError
+from .packets import Incoming
+from .replies import ReplySender
+
+log = logging.getLogger("bendserver.osc")
+
+
+class Clock(Protocol):
+    """What the worker needs of the audio clock (see :class:`bendserver.audio.AudioClock`)."""
+
+    @property
+    def callbacks(self) -> int: ...
+
+    def frame_at(self, wall: float) -> int | None: ...
+
+
+class ControlWorker:
+    """Dispatches queued messages on its own thread and sends the replies."""
+
+    def __init__(
+        self,
+        controller: Controller,
+        replies: ReplySender,
+        clock: Clock | None = None,
+        capacity: int = 16384,
+        per_block: int = 64,
+    ) -> None:
+        self.controller = controller
+        self.replies = replies
+        self.clock = clock
+        self.per_block = per_block
+        self._queue: queue.Queue[tuple[Incoming | str, str]] = queue.Queue(capacity)
+        self.handled = 0  #: messages dispatched without error
+        self.errors = 0  #: messages answered with /error (malformed packets included)
+        self.dropped = 0  #: messages lost because the queue was full
+        self.scheduled = 0  #: messages with a future timetag, passed on with ``at``
+        self._budget_block = -1
+        self._budget = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="osc-control", daemon=True)
+
+    # -- called by the receiver thread -------------------------------------------------------
+
+    def submit(self, message: Incoming, host: str, arrival: float = 0.0) -> None:
+        """Queue one message from ``host``; counted as dropped when the queue is full."""
+        self._put((message, host))
+
+    def refuse(self, host: str, reason: str) -> None:
+        """Queue an ``/error`` reply for a packet that could not be parsed."""
+        self._put((reason, host))
+
+    def _put(self, item: tuple[Incoming | str, str]) -> None:
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+
+    # -- the worker thread -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                item, host = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if isinstance(item, str):
+                self.errors += 1
+                self.replies.send(host, "/error", ["", f"malformed packet: {item}"])
+                continue
+            self._pace()
+            self._handle(item, host)
+
+    def _handle(self, message: Incoming, host: str) -> None:
+        try:
+            _check_args(message.args)
+            at = self._sample_time(message.timetag)
+            replies = self.controller.dispatch(message.address, message.args, at=at)
+        except BendingError as error:
+            self.errors += 1
+            self.replies.send(host, "/error", [message.address, str(error)])
+            return
+        except Exception as error:  # a bug must answer, log and leave the server running
+            self.errors += 1
+            log.exception("%s failed", message.address)
+            self.replies.send(host, "/error", [message.address, f"internal error: {error}"])
+            return
+        self.handled += 1
+        for address, args in replies:
+            self.replies.send(host, address, args)
+
+    def _sample_time(self, timetag: float | None) -> int | None:
+        """The sample time of a future timetag, or None (next block)."""
+        if timetag is None or self.clock is None or timetag <= time.time():
+            return None
+        frame = self.clock.frame_at(timetag)
+        if frame is not None:
+            self.scheduled += 1
+        return frame
+
+    def _pace(self) -> None:
+        """Wait for the next audio block once ``per_block`` messages went into this one."""
+        if self.clock is None:
+            return
+        block = self.clock.callbacks
+        if block != self._budget_block:
+            self._budget_block, self._budget = block, 0
+        if self._budget >= self.per_block:
+            deadline = time.monotonic() + 0.1  # the audio may have stopped: do not wait long
+            while self.clock.callbacks == block and time.monotonic() < deadline:
+                time.sleep(0.0005)
+            self._budget_block, self._budget = self.clock.callbacks, 0
+        self._budget += 1
+
+
+def _check_args(args: Sequence[Any]) -> None:
+    for index, value in enumerate(args):
+        if not isinstance(value, (int, float, str)):
+            raise BendingError(
+                f"argument {index + 1} is a {type(value).__name__}: the address space takes "
+                "numbers and strings"
+            )

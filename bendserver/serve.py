@@ -1,0 +1,275 @@
+"""``bendserver serve``: a model played live, controlled over OSC.
+
+:class:`Server` puts the parts together: the engine (with its preset), an audio backend (a
+PortAudio device chosen by name, or the null backend clocked in real time), the callback with
+its processor (``direct`` or ``threaded``), an optional recorder, and the OSC service whose
+control worker applies messages between blocks. :func:`run` starts it, prints what it runs and
+how to talk to it, and stops it cleanly on Ctrl-C, SIGTERM or after ``--duration``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .audio import (
+    AudioCallback,
+    AudioClock,
+    DeviceBackend,
+    DirectProcessor,
+    NullBackend,
+    Recorder,
+    Silence,
+    ThreadedProcessor,
+    file_loop,
+    has_device,
+)
+from .engine import StreamEngine
+from .errors import BendingError
+from .loader import DEFAULT_MODEL, load_model
+from .osc import OscService, ServerController
+
+log = logging.getLogger("bendserver.serve")
+
+LATENCY_MODES = ("direct", "threaded")
+#: The interpreter's thread switch interval while serving: the audio callback needs the GIL, and
+#: Python's default (5 ms) is longer than a 256-frame block at 48 kHz.
+SWITCH_INTERVAL = 0.0005
+
+
+@dataclass
+class ServeOptions:
+    """What ``bendserver serve`` takes (see ``bendserver serve --help``)."""
+
+    model: str = DEFAULT_MODEL
+    preset: str | None = None  #: None: the model's own preset; "none": no preset
+    method: str = "forward"
+    osc_host: str = "127.0.0.1"
+    osc_port: int = 9000
+    reply_port: int = 9001
+    reply_host: str | None = None  #: None: the sender's host
+    audio: str | None = None  #: device or host API name, "null", or None for the default
+    input: str = "silence"  #: "silence", a sound file (looped), or an input device name
+    block: int | None = None  #: the model's block (None: the model's native block)
+    device_block: int | None = None  #: frames per callback (None: the model's block)
+    record: str | None = None
+    force: bool = False
+    latency_mode: str = "direct"
+    allow: list[str] = field(default_factory=list)
+    duration: float | None = None
+
+
+class Server:
+    """A running (or ready to run) live server; ``engine`` may be given for tests and tools."""
+
+    def __init__(self, options: ServeOptions, engine: StreamEngine | None = None) -> None:
+        if options.latency_mode not in LATENCY_MODES:
+            raise BendingError(f"--latency-mode is one of {LATENCY_MODES}")
+        self.options = options
+        self.engine = engine or _engine(options)
+        if self.engine.spec.in_ratio != 1 or self.engine.spec.out_ratio != 1:
+            raise BendingError(
+                f"serve plays audio-to-audio methods; '{self.engine.method}' is not one"
+            )
+        engine = self.engine
+        self.device_block = int(options.device_block or engine.block)
+        self.clock = AudioClock(engine.sample_rate)
+        processor_class = DirectProcessor if options.latency_mode == "direct" else ThreadedProcessor
+        self.processor = processor_class(engine, self.device_block)
+        self.source, device_input = _source(options.input, engine, self.device_block)
+        self.controller = ServerController(engine, self.counters)
+        self._parts: list[Any] = []  # what to stop, in order
+        self.recorder: Recorder | None = None
+        try:
+            self.osc = OscService(
+                self.controller,
+                self.clock,
+                options.osc_host,
+                options.osc_port,
+                options.reply_port,
+                options.reply_host,
+                options.allow,
+            )
+            self._parts.append(self.osc)
+            if options.record:
+                self.recorder = Recorder(
+                    Path(options.record),
+                    engine.sample_rate,
+                    engine.out_channels,
+                    self.device_block,
+                    force=options.force,
+                )
+            self.callback = AudioCallback(self.processor, self.source, self.clock, self.recorder)
+            self.backend = self._backend(device_input)
+            self._parts += [self.backend, self.processor]
+            if self.recorder is not None:
+                self._parts.append(self.recorder)
+        except BaseException:
+            self._close(self._parts + ([self.recorder] if self.recorder else []))
+            raise
+        self.running = False
+        self._switch_interval = sys.getswitchinterval()
+
+    def _backend(self, device_input: str | None) -> DeviceBackend | NullBackend:
+        engine, audio = self.engine, self.options.audio
+        self.fallback = audio is None and not has_device(None)
+        if audio == "null" or self.fallback:
+            if device_input is not None:
+                raise BendingError("the null backend has no input: use --input FILE or silence")
+            return NullBackend(
+                self.callback, engine.sample_rate, self.device_block, engine.out_channels
+            )
+        return DeviceBackend(
+            self.callback,
+            audio,
+            engine.sample_rate,
+            self.device_block,
+            engine.in_channels,
+            engine.out_channels,
+            device_input,
+        )
+
+    # -- running -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        self.processor.start()
+        self.backend.start()
+        self.osc.start()
+        self.running = True
+
+    def stop(self) -> None:
+        """Stop OSC, the stream, the worker; close the recording; terminate PortAudio."""
+        if not self._parts:
+            return
+        parts, self._parts = self._parts, []
+        self._close(parts)
+        self.running = False
+        sys.setswitchinterval(self._switch_interval)
+
+    @staticmethod
+    def _close(parts: list[Any]) -> None:
+        for part in parts:
+            try:
+                part.close() if isinstance(part, Recorder) else part.stop()
+            except Exception:  # stop the rest whatever happens to one
+                log.exception("stopping %s failed", type(part).__name__)
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    @property
+    def latency(self) -> int:
+        """Samples from input to output: the model's own plus what the processor adds."""
+        return self.engine.latency + self.processor.latency
+
+    def counters(self) -> dict[str, float]:
+        """The server's counters (audio and OSC), as /stats adds them to the engine's."""
+        counters = {**self.callback.counters(), **self.osc.counters()}
+        if self.processor.mode == "threaded":
+            counters["overruns"] = self.processor.overruns
+        if self.recorder is not None:
+            counters["record_dropped"] = self.recorder.dropped
+        return counters
+
+    def stats(self) -> dict[str, float]:
+        stats = self.engine.stats_dict()
+        return {"blocks": stats.pop("blocks"), **self.counters(), **stats}
+
+    def banner(self) -> str:
+        """What runs, where, and one message to try."""
+        engine, options = self.engine, self.options
+        ms = 1000 * self.latency / engine.sample_rate
+        lines = [
+            f"model      {engine.model.name} ({engine.method}, {engine.sample_rate} Hz, "
+            f"{engine.in_channels} -> {engine.out_channels} ch), "
+            f"ops {sorted(engine.ops) or 'none'}",
+            f"audio      {self.backend.name}",
+            f"input      {self.source.name if self.source else options.input}",
+            f"block      {engine.block} (device block {self.device_block}), "
+            f"{options.latency_mode} mode",
+            f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own",
+            f"osc        listening on {self.osc.receiver.host}:{self.osc.port} "
+            f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "
+            f"{options.reply_host or 'the sender'}:{options.reply_port}",
+        ]
+        if self.fallback:
+            lines.insert(1, "note       no sound card found: using the null backend")
+        if self.recorder is not None:
+            lines.append(f"recording  {self.recorder.path}")
+        lines.append(f"try        {self.example()}")
+        return "\n".join(lines)
+
+    def example(self) -> str:
+        """An ``oscsend`` line that changes a parameter of the loaded preset."""
+        port, address, value = self.osc.port, "/engine/gain", 0.5
+        for op_id, op in self.engine.ops.items():
+            for name, param in op.params.items():
+                address = f"/bend/{op_id}/{name}"
+                value = _example_value(param.low, param.high, op.get(name))
+                break
+            break
+        return f"oscsend localhost {port} {address} f {value:g}"
+
+
+def _engine(options: ServeOptions) -> StreamEngine:
+    model = load_model(options.model)
+    preset = options.preset if options.preset is not None else model.preset
+    if preset == "none":
+        preset = None
+    return StreamEngine(model, options.method, block=options.block, preset=preset)
+
+
+def _source(text: str, engine: StreamEngine, frames: int) -> tuple[Any, str | None]:
+    """The input: (a source, None), or (None, an input device name) for a duplex stream."""
+    if text == "silence":
+        return Silence(engine.in_channels, frames), None
+    path = Path(text)
+    if path.is_file():
+        return file_loop(path, engine.sample_rate, engine.in_channels, frames), None
+    if path.suffix.lower() in (".wav", ".flac", ".ogg", ".aiff", ".mp3"):
+        raise BendingError(f"--input: no sound file {path}")
+    return None, text
+
+
+def _example_value(low: float, high: float, current: float) -> float:
+    if math.isfinite(low) and math.isfinite(high):
+        value = round(low + 0.3 * (high - low), 3)
+        return value if value != current else round(low + 0.7 * (high - low), 3)
+    return round(current * 0.5 if current else 0.5, 3)
+
+
+def run(options: ServeOptions) -> int:
+    """Serve until Ctrl-C, SIGTERM or ``options.duration`` seconds; print a summary."""
+    server = Server(options)
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        server.start()
+        print(server.banner(), flush=True)
+        stop.wait(options.duration)
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stats = server.stats()
+    print(
+        "stopped: "
+        + " ".join(f"{k} {round(v, 3) if isinstance(v, float) else v}" for k, v in stats.items()),
+        flush=True,
+    )
+    return 0

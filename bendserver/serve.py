@@ -9,6 +9,7 @@ how to talk to it, and stops it cleanly on Ctrl-C, SIGTERM or after ``--duration
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import signal
@@ -138,6 +139,10 @@ class Server:
     # -- running -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        # Everything loaded so far lives as long as the server: keep it out of the collector, so
+        # that a full collection (which holds the GIL) stays short while audio runs.
+        gc.collect()
+        gc.freeze()
         sys.setswitchinterval(SWITCH_INTERVAL)
         self.processor.start()
         self.backend.start()
@@ -152,6 +157,7 @@ class Server:
         self._close(parts)
         self.running = False
         sys.setswitchinterval(self._switch_interval)
+        gc.unfreeze()
 
     @staticmethod
     def _close(parts: list[Any]) -> None:

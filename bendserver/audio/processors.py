@@ -13,6 +13,7 @@ played as silence and counted (``missed``); a worker that falls a whole ring beh
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import numpy as np
@@ -106,6 +107,7 @@ class ThreadedProcessor:
             self._thread.join(timeout=2.0)
 
     def _run(self) -> None:
+        _realtime_priority()
         while not self._stop.is_set():
             if not self._wake.acquire(timeout=0.2):
                 continue
@@ -124,3 +126,19 @@ class ThreadedProcessor:
                     log.error("audio worker: block failed: %s", error)
                 self._done[slot] = index
                 self._processed = index + 1
+
+
+#: The worker's SCHED_FIFO priority: below JACK's own client threads (JACK's default is 10 for
+#: the server and a little less for clients), above every normal thread.
+WORKER_PRIORITY = 4
+
+
+def _realtime_priority() -> bool:
+    """Ask for real-time scheduling for the calling thread, as audio threads get; best effort
+    (needs root or an rtprio limit, see /etc/security/limits.d/audio.conf on Debian)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(WORKER_PRIORITY))
+    except (AttributeError, OSError) as error:
+        log.info("audio worker runs without real-time priority (%s)", error)
+        return False
+    return True

@@ -1,0 +1,322 @@
+"""The OSC side without audio: parsing, access, replies, the control worker, the receiver
+socket, /stats with the server's counters, and the generated reference page."""
+
+import importlib.util
+import random
+import socket
+import time
+
+import numpy as np
+import pytest
+from pythonosc.osc_bundle_builder import IMMEDIATELY, OscBundleBuilder
+from pythonosc.osc_message import OscMessage
+from pythonosc.osc_message_builder import build_msg
+from streaming import Identity
+
+import bendserver as tb
+from bendserver.osc import (
+    AccessList,
+    ControlWorker,
+    Incoming,
+    MalformedPacket,
+    OscReceiver,
+    ReplySender,
+    ServerController,
+    encode,
+    parse_datagram,
+)
+from bendserver.osc.packets import MAX_DEPTH
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+ONES = np.ones((1, 256), dtype=np.float32)
+
+
+def bundle(timetag, *contents):
+    builder = OscBundleBuilder(timetag)
+    for content in contents:
+        builder.add_content(content)
+    return builder.build()
+
+
+# -- parsing -----------------------------------------------------------------------------------
+
+
+def test_parse_message_and_nested_bundles():
+    assert parse_datagram(build_msg("/bend/g/value", [0.5, 10]).dgram) == [
+        Incoming("/bend/g/value", (0.5, 10), None)
+    ]
+    due = time.time() + 3.0
+    inner = bundle(IMMEDIATELY, build_msg("/ping", []))
+    messages = parse_datagram(bundle(due, build_msg("/engine/gain", [0.5]), inner).dgram)
+    assert [m.address for m in messages] == ["/engine/gain", "/ping"]
+    assert messages[0].timetag == pytest.approx(due, abs=1e-6)
+    assert messages[1].timetag is None, "an immediate inner bundle applies at the next block"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"hello",
+        b"/\xff\xfe\x00",  # not UTF-8
+        b"#bundle\x00",  # no timetag
+        b"#bundle\x00" + bytes(8) + b"\x00\x00\x00\x40/a\x00\x00",  # element larger than the packet
+        b"/a\x00\x00,r\x00\x00\x00\x00\x00\x01",  # RGBA: a type the address space has no use for
+        b"/a\x00\x00,b\x00\x00\x00\x00\x00\x01x\x00\x00\x00",  # blob
+        b"/a\x00\x00f\x00\x00\x00",  # type tags without the comma
+    ],
+)
+def test_malformed_packets_are_refused(data):
+    with pytest.raises(MalformedPacket):
+        parse_datagram(data)
+
+
+def test_deep_bundles_are_refused():
+    packet = build_msg("/ping", [])
+    for _ in range(MAX_DEPTH + 1):
+        packet = bundle(IMMEDIATELY, packet)
+    with pytest.raises(MalformedPacket, match="nested"):
+        parse_datagram(packet.dgram)
+
+
+def test_random_bytes_only_ever_raise_malformed():
+    rng = random.Random(3)
+    prefixes = [b"", b"/", b"/bend/x\x00,f\x00\x00", b"#bundle\x00"]
+    for _ in range(3000):
+        data = rng.choice(prefixes) + rng.randbytes(rng.randrange(0, 64))
+        try:
+            parse_datagram(data)
+        except MalformedPacket:
+            pass
+
+
+# -- access and replies ------------------------------------------------------------------------
+
+
+def test_access_list():
+    default = AccessList()
+    assert default.allows("127.0.0.1") and default.allows("127.4.5.6") and default.allows("::1")
+    assert not default.allows("192.168.1.20") and not default.allows("not an address")
+    allowed = AccessList(["192.168.1.0/24", "10.0.0.7"])
+    assert allowed.allows("192.168.1.20") and allowed.allows("10.0.0.7")
+    assert not allowed.allows("192.168.2.1") and not allowed.allows("10.0.0.8")
+    assert allowed.allows("::ffff:192.168.1.20"), "IPv4-mapped IPv6 senders"
+    with pytest.raises(tb.BendingError, match="CIDR notation such as 192.168.1.0/24"):
+        AccessList(["192.168.1.0/33"])
+
+
+def test_encode_replies_for_pd_and_max():
+    message = OscMessage(encode("/stats", ["blocks", 12, "p50_ms", 1.5, "ok", True, "big", 2**40]))
+    assert message.address == "/stats"
+    assert message.params[:6] == ["blocks", 12, "p50_ms", 1.5, "ok", 1]
+    assert message.params[7] == pytest.approx(2.0**40), "beyond int32: a float, that Pd reads"
+
+
+# -- the control worker ------------------------------------------------------------------------
+
+
+class FakeClock:
+    """Frame = (wall - origin) * rate, callbacks advanced by the test."""
+
+    def __init__(self, origin, rate=48000):
+        self.origin, self.rate, self.callbacks = origin, rate, 0
+
+    def frame_at(self, wall):
+        return int(np.ceil((wall - self.origin) * self.rate))
+
+
+class Recording(ReplySender):
+    def __init__(self):
+        super().__init__(0)
+        self.log = []
+
+    def send(self, host, address, args=()):
+        self.log.append((address, list(args)))
+
+
+@pytest.fixture
+def engine():
+    engine = tb.StreamEngine(Identity(), block=256, fuse=False)
+    engine.add_op("g", tb.Scale(value=1.0), "gain")
+    engine.process(ONES)
+    return engine
+
+
+def run_worker(worker, messages, host="127.0.0.1"):
+    worker.start()
+    try:
+        for message in messages:
+            worker.submit(message, host)
+        deadline = time.monotonic() + 5
+        while worker.pending() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.05)
+    finally:
+        worker.stop()
+
+
+def test_worker_converts_future_timetags_to_sample_times(engine):
+    clock = FakeClock(origin=time.time())
+    worker = ControlWorker(Controller(engine), Recording(), clock)
+    due = time.time() + 1.0
+    run_worker(
+        worker,
+        [
+            Incoming("/bend/g/value", (0.5,), due),
+            Incoming("/engine/gain", (0.25,), time.time() - 5),  # the past: next block
+        ],
+    )
+    assert worker.handled == 2 and worker.scheduled == 1
+    at = clock.frame_at(due)
+    level = float(engine.process(ONES)[0, -1])
+    assert level == 0.25, "the past timetag applied at the next block, the future one not yet"
+    while engine.time < at:
+        engine.process(ONES)
+    assert engine.time - at < engine.block, "applied at the first block starting at or after it"
+    assert float(engine.process(ONES)[0, -1]) == pytest.approx(0.125)
+
+
+def test_worker_replies_and_refuses(engine):
+    replies = Recording()
+    worker = ControlWorker(Controller(engine), replies)
+    worker.refuse("127.0.0.1", "not OSC")
+    run_worker(
+        worker,
+        [
+            Incoming("/ping", ()),
+            Incoming("/bend/g/value", (float("nan"),)),
+            Incoming("/bend/g/value", ("loud",)),
+            Incoming("/bend/nope/value", (1.0,)),
+            Incoming("/engine/gain", ([1.0, 2.0],)),
+        ],
+    )
+    addresses = [address for address, _ in replies.log]
+    assert addresses == ["/error", "/pong", "/error", "/error", "/error", "/error"]
+    assert replies.log[0][1] == ["", "malformed packet: not OSC"]
+    errors = [args for address, args in replies.log[2:]]
+    assert errors[0][0] == "/bend/g/value" and "finite" in errors[0][1]
+    assert "no op 'nope'" in errors[2][1]
+    assert "numbers and strings" in errors[3][1]
+    assert worker.errors == 5 and worker.handled == 1
+
+
+def test_worker_paces_a_burst_across_blocks(engine):
+    clock = FakeClock(origin=time.time())
+    worker = ControlWorker(Controller(engine), Recording(), clock, per_block=8)
+    worker.start()
+    try:
+        for index in range(40):
+            worker.submit(Incoming("/engine/gain", (index / 100,)), "127.0.0.1")
+        time.sleep(0.05)
+        assert worker.handled == 8, "no more than per_block messages into one block"
+        for _ in range(4):
+            clock.callbacks += 1
+            time.sleep(0.02)
+        assert worker.handled == 40
+        worker.submit(Incoming("/ping", ()), "127.0.0.1")
+        time.sleep(0.3)  # no block for 0.1 s: the audio stopped, do not wait for it
+        assert worker.handled == 41
+    finally:
+        worker.stop()
+
+
+def test_worker_counts_what_a_full_queue_drops(engine):
+    worker = ControlWorker(Controller(engine), Recording(), capacity=10)
+    for _ in range(25):
+        worker.submit(Incoming("/ping", ()), "127.0.0.1")
+    assert worker.dropped == 15 and worker.pending() == 10
+
+
+def test_stats_carry_the_server_counters(engine):
+    controller = ServerController(engine, lambda: {"xruns": 2, "received": 7})
+    address, flat = controller.dispatch("/stats")[0]
+    keys = flat[::2]
+    assert address == "/stats"
+    assert keys[:3] == ["blocks", "xruns", "received"] and "p99_ms" in keys
+    assert dict(zip(keys, flat[1::2], strict=True))["xruns"] == 2
+
+
+def Controller(engine):  # noqa: N802 - reads like the class it builds
+    return ServerController(engine, lambda: {})
+
+
+# -- the receiver socket -----------------------------------------------------------------------
+
+
+class NobodyAllowed(AccessList):
+    def allows(self, host):
+        return False
+
+
+def receiver_with(access=None):
+    got, refused = [], []
+
+    def deliver(message, host, arrival):
+        got.append((message, host, arrival))
+
+    receiver = OscReceiver("127.0.0.1", 0, deliver, lambda h, r: refused.append(r), access)
+    return receiver, got, refused
+
+
+def send(port, *datagrams):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        for data in datagrams:
+            sender.sendto(data, ("127.0.0.1", port))
+
+
+def wait_until(condition, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return condition()
+
+
+def test_receiver_parses_counts_and_stamps_arrival():
+    receiver, got, refused = receiver_with()
+    receiver.start()
+    try:
+        before = time.time()
+        send(receiver.port, build_msg("/ping", []).dgram, b"garbage", build_msg("/a", [1]).dgram)
+        assert wait_until(lambda: receiver.packets == 3)
+        assert [m.address for m, _, _ in got] == ["/ping", "/a"]
+        assert got[0][1] == "127.0.0.1" and before - 0.1 < got[0][2] < time.time() + 0.1
+        assert receiver.malformed == 1 and refused and receiver.messages == 2
+        assert receiver.rcvbuf >= 65536, "a large receive buffer"
+        print(f"SO_RCVBUF asked 4 MiB, granted {receiver.rcvbuf} bytes")
+    finally:
+        receiver.stop()
+
+
+def test_receiver_drops_hosts_not_allowed_without_a_reply():
+    receiver, got, refused = receiver_with(NobodyAllowed())
+    receiver.start()
+    try:
+        send(receiver.port, build_msg("/ping", []).dgram, b"garbage")
+        assert wait_until(lambda: receiver.denied == 2)
+        assert not got and not refused and receiver.malformed == 0
+    finally:
+        receiver.stop()
+
+
+def test_busy_port_says_what_to_do():
+    receiver, _, _ = receiver_with()
+    try:
+        with pytest.raises(tb.BendingError, match="--osc-port"):
+            OscReceiver("127.0.0.1", receiver.port, print, print)
+    finally:
+        receiver.stop()
+
+
+# -- the reference page ------------------------------------------------------------------------
+
+
+def test_docs_osc_md_is_generated_from_the_address_table():
+    spec = importlib.util.spec_from_file_location("osc_doc", ROOT / "scripts" / "osc_doc.py")
+    osc_doc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(osc_doc)
+    committed = (ROOT / "docs" / "osc.md").read_text(encoding="utf-8")
+    assert committed == osc_doc.render(), "docs/osc.md is stale: run python scripts/osc_doc.py"
+    from bendserver.control import ADDRESSES
+
+    for address in ADDRESSES:
+        assert f"`{address.pattern}`" in committed

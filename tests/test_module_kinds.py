@@ -3,6 +3,7 @@ Scale(1) and Bias(0) on every activation (so op insertion reaches every consumer
 
 import pytest
 import torch
+from streaming import CachedConv
 from torch import nn
 
 import bendserver as tb
@@ -79,25 +80,11 @@ class Residual(nn.Module):
         return torch.add(input=y, other=h, alpha=0.5) + {"skip": x}["skip"]
 
 
-class CachedConv(nn.Module):
-    """A streaming causal convolution: its state is a buffer updated in place every call."""
-
-    def __init__(self, channels=2, kernel=5):
-        super().__init__()
-        self.conv = nn.Conv1d(channels, channels, kernel)
-        self.register_buffer("cache", torch.zeros(1, channels, kernel - 1))
-
-    def forward(self, x):
-        x = torch.cat([self.cache, x], -1)
-        self.cache.copy_(x[..., -self.cache.shape[-1] :])
-        return self.conv(x)
-
-
 class StreamingStack(nn.Module):
     def __init__(self):
         super().__init__()
-        self.c1 = CachedConv()
-        self.c2 = CachedConv()
+        self.c1 = CachedConv(channels=2)
+        self.c2 = CachedConv(channels=2)
         self.register_buffer("acc", torch.zeros(1, 2, 4))
 
     def forward(self, x):

@@ -248,23 +248,16 @@ class Clamp(BendingOp):
         return torch.minimum(torch.maximum(x, self._low), self._high)
 
 
-class Invert(BendingOp):
+class Invert(_FieldOp):
     """Flip the sign of a random ``prob`` proportion of units (all of them by default)."""
 
     prob = Param(1.0, 0.0, 1.0, "proportion of units inverted")
 
     def __init__(self, prob: float = 1.0, dim: Dim = None, seed: int | None = None) -> None:
-        super().__init__(prob=prob)
-        self.dim = tuple(dim) if isinstance(dim, list) else dim
-        self.seed = draw_seed() if seed is None else int(seed)
+        super().__init__(dim=dim, seed=seed, prob=prob)
 
-    def options(self) -> dict[str, Any]:
-        return {"dim": _dims(self.dim), "seed": self.seed}
-
-    def init_state(self, target, shape, dtype, device) -> State:
-        generator = seeded_generator(self.seed, target, "cpu")
-        field = torch.rand(field_shape(shape, self.dim), generator=generator)
-        return {"field": field.to(device=device, dtype=dtype)}
+    def draw(self, shape, generator):
+        return torch.rand(shape, generator=generator)
 
     def apply(self, x, state):
         flip = (state["field"] < self._prob).to(x.dtype)

@@ -22,6 +22,7 @@ from typing import Any
 from .audio import (
     AudioCallback,
     AudioClock,
+    ComputeGate,
     DeviceBackend,
     DirectProcessor,
     NullBackend,
@@ -81,8 +82,9 @@ class Server:
         engine = self.engine
         self.device_block = int(options.device_block or engine.block)
         self.clock = AudioClock(engine.sample_rate)
+        self.gate = ComputeGate()
         processor_class = DirectProcessor if options.latency_mode == "direct" else ThreadedProcessor
-        self.processor = processor_class(engine, self.device_block)
+        self.processor = processor_class(engine, self.device_block, self.gate)
         self.source, device_input = _source(options.input, engine, self.device_block)
         self.controller = ServerController(engine, self.counters)
         self._parts: list[Any] = []  # what to stop, in order
@@ -91,6 +93,7 @@ class Server:
             self.osc = OscService(
                 self.controller,
                 self.clock,
+                self.gate,
                 options.osc_host,
                 options.osc_port,
                 options.reply_port,
@@ -213,6 +216,12 @@ class Server:
         ]
         if self.fallback:
             lines.insert(1, "note       no sound card found: using the null backend")
+        if self.running:
+            lines.append(
+                "priority   OSC threads at real-time priority"
+                if self.osc.realtime
+                else "priority   normal: no permission for real-time threads (see docs/serve.md)"
+            )
         if self.recorder is not None:
             lines.append(f"recording  {self.recorder.path}")
         lines.append(f"try        {self.example()}")

@@ -116,13 +116,22 @@ def test_encode_replies_for_pd_and_max():
 
 
 class FakeClock:
-    """Frame = (wall - origin) * rate, callbacks advanced by the test."""
+    """Frame = (wall - origin) * rate."""
 
     def __init__(self, origin, rate=48000):
-        self.origin, self.rate, self.callbacks = origin, rate, 0
+        self.origin, self.rate = origin, rate
 
     def frame_at(self, wall):
         return int(np.ceil((wall - self.origin) * self.rate))
+
+
+class FakeGate:
+    """Blocks advanced by the test; never closed."""
+
+    blocks = 0
+
+    def wait_open(self, timeout):
+        return True
 
 
 class Recording(ReplySender):
@@ -201,8 +210,8 @@ def test_worker_replies_and_refuses(engine):
 
 
 def test_worker_paces_a_burst_across_blocks(engine):
-    clock = FakeClock(origin=time.time())
-    worker = ControlWorker(Controller(engine), Recording(), clock, per_block=8)
+    gate = FakeGate()
+    worker = ControlWorker(Controller(engine), Recording(), gate=gate, per_block=8)
     worker.start()
     try:
         for index in range(40):
@@ -210,7 +219,7 @@ def test_worker_paces_a_burst_across_blocks(engine):
         time.sleep(0.05)
         assert worker.handled == 8, "no more than per_block messages into one block"
         for _ in range(4):
-            clock.callbacks += 1
+            gate.blocks += 1
             time.sleep(0.02)
         assert worker.handled == 40
         worker.submit(Incoming("/ping", ()), "127.0.0.1")

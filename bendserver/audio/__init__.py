@@ -9,6 +9,7 @@ from .backends import DeviceBackend, NullBackend, has_device
 from .callback import AudioCallback, BlockLog
 from .clock import AudioClock
 from .devices import Device, find_device
+from .gate import ComputeGate
 from .processors import DirectProcessor, ThreadedProcessor
 from .recorder import Recorder
 from .sources import Loop, Silence, file_loop
@@ -17,6 +18,7 @@ __all__ = [
     "AudioCallback",
     "AudioClock",
     "BlockLog",
+    "ComputeGate",
     "Device",
     "DeviceBackend",
     "DirectProcessor",

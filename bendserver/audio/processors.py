@@ -13,12 +13,13 @@ played as silence and counted (``missed``); a worker that falls a whole ring beh
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import numpy as np
 
 from ..engine import BlockAdapter, StreamEngine
+from .gate import ComputeGate
+from .priority import AUDIO_WORKER, set_realtime
 
 log = logging.getLogger("bendserver.audio")
 
@@ -28,9 +29,12 @@ class DirectProcessor:
 
     mode = "direct"
 
-    def __init__(self, engine: StreamEngine, device_block: int) -> None:
+    def __init__(
+        self, engine: StreamEngine, device_block: int, gate: ComputeGate | None = None
+    ) -> None:
         self.engine = engine
         self.device_block = device_block
+        self.gate = gate or ComputeGate()
         self.adapter = None
         if device_block != engine.block:
             self.adapter = BlockAdapter(
@@ -48,9 +52,10 @@ class DirectProcessor:
 
     def process(self, block: np.ndarray) -> np.ndarray:
         """``[in_channels, frames]`` in, ``[out_channels, frames]`` out."""
-        if self.adapter is not None:
-            return self.adapter.process(block)
-        return self.engine.process(block)
+        with self.gate:
+            if self.adapter is not None:
+                return self.adapter.process(block)
+            return self.engine.process(block)
 
     def start(self) -> None:
         """Nothing to start: the callback does the work."""
@@ -64,8 +69,15 @@ class ThreadedProcessor:
 
     mode = "threaded"
 
-    def __init__(self, engine: StreamEngine, device_block: int, slots: int = 8) -> None:
-        self.inner = DirectProcessor(engine, device_block)
+    def __init__(
+        self,
+        engine: StreamEngine,
+        device_block: int,
+        gate: ComputeGate | None = None,
+        slots: int = 8,
+    ) -> None:
+        self.inner = DirectProcessor(engine, device_block, gate)
+        self.gate = self.inner.gate
         self.device_block = device_block
         self.latency = self.inner.latency + device_block
         self._slots = slots
@@ -107,7 +119,7 @@ class ThreadedProcessor:
             self._thread.join(timeout=2.0)
 
     def _run(self) -> None:
-        _realtime_priority()
+        set_realtime(AUDIO_WORKER)
         while not self._stop.is_set():
             if not self._wake.acquire(timeout=0.2):
                 continue
@@ -126,19 +138,3 @@ class ThreadedProcessor:
                     log.error("audio worker: block failed: %s", error)
                 self._done[slot] = index
                 self._processed = index + 1
-
-
-#: The worker's SCHED_FIFO priority: below JACK's own client threads (JACK's default is 10 for
-#: the server and a little less for clients), above every normal thread.
-WORKER_PRIORITY = 4
-
-
-def _realtime_priority() -> bool:
-    """Ask for real-time scheduling for the calling thread, as audio threads get; best effort
-    (needs root or an rtprio limit, see /etc/security/limits.d/audio.conf on Debian)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(WORKER_PRIORITY))
-    except (AttributeError, OSError) as error:
-        log.info("audio worker runs without real-time priority (%s)", error)
-        return False
-    return True

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from ..errors import BendingError
 from .access import AccessList
@@ -36,12 +37,18 @@ Deliver = Callable[[Incoming, str, float], None]
 Refuse = Callable[[str, str], None]
 
 
+class Gate(Protocol):
+    def wait_open(self, timeout: float) -> bool: ...
+
+
 class OscReceiver:
     """Reads OSC datagrams on ``(host, port)`` on its own thread.
 
     Each message of an allowed, well-formed datagram goes to ``deliver(message, sender_host,
     arrival_time)``; a malformed one to ``refuse(sender_host, reason)``. Datagrams from hosts
-    outside ``access`` are dropped and counted, without a reply.
+    outside ``access`` are dropped and counted, without a reply. With a ``gate`` (see
+    :mod:`bendserver.audio.gate`), parsing waits while a block is computed (the datagrams wait in
+    the socket's buffer meanwhile).
     """
 
     def __init__(
@@ -52,8 +59,10 @@ class OscReceiver:
         refuse: Refuse,
         access: AccessList | None = None,
         rcvbuf: int = DEFAULT_RCVBUF,
+        gate: Gate | None = None,
     ) -> None:
         self.deliver, self.refuse = deliver, refuse
+        self.gate = gate
         self.access = access or AccessList()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_DGRAM)
@@ -81,15 +90,15 @@ class OscReceiver:
         self.kernel_dropped = 0  #: datagrams the kernel dropped, its buffer full
         self.last_arrival = 0.0  #: arrival time (time.time() clock) of the last datagram
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="osc-receiver", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="osc-receiver", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        self.thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2.0)
+        if self.thread.is_alive():
+            self.thread.join(timeout=2.0)
         self.socket.close()
 
     def _run(self) -> None:
@@ -102,6 +111,8 @@ class OscReceiver:
                 if not self._stop.is_set():
                     log.error("OSC socket failed: %s", error)
                 return
+            if self.gate is not None:
+                self.gate.wait_open(0.01)
             try:
                 self._handle(data, ancillary, sender[0])
             except Exception:  # one odd packet must not end the loop

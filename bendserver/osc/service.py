@@ -4,21 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..audio.priority import CONTROL, set_realtime
 from ..control import Controller
 from .access import AccessList
 from .receiver import DEFAULT_RCVBUF, OscReceiver
 from .replies import ReplySender
-from .worker import Clock, ControlWorker
+from .worker import Clock, ControlWorker, Gate
 
 
 class OscService:
     """Listens on ``host:port``, applies messages through ``controller``, replies to
-    ``reply_port`` (of the sender's host, or of ``reply_host``)."""
+    ``reply_port`` (of the sender's host, or of ``reply_host``). ``clock`` converts timetags;
+    ``gate`` keeps the control threads off the GIL while a block is computed."""
 
     def __init__(
         self,
         controller: Controller,
         clock: Clock | None = None,
+        gate: Gate | None = None,
         host: str = "127.0.0.1",
         port: int = 9000,
         reply_port: int = 9001,
@@ -26,11 +29,12 @@ class OscService:
         allow: Iterable[str] = (),
         rcvbuf: int = DEFAULT_RCVBUF,
     ) -> None:
+        self.realtime = False  #: whether the threads got a real-time priority
         self.replies = ReplySender(reply_port, reply_host)
-        self.worker = ControlWorker(controller, self.replies, clock)
+        self.worker = ControlWorker(controller, self.replies, clock, gate)
         try:
             self.receiver = OscReceiver(
-                host, port, self.worker.submit, self.worker.refuse, AccessList(allow), rcvbuf
+                host, port, self.worker.submit, self.worker.refuse, AccessList(allow), rcvbuf, gate
             )
         except Exception:
             self.replies.close()
@@ -45,8 +49,12 @@ class OscService:
         return self.receiver.rcvbuf
 
     def start(self) -> None:
+        """Start both threads, at a real-time priority below the audio's where allowed (see
+        :mod:`bendserver.audio.priority`: a thread holding the GIL must not be preempted)."""
         self.worker.start()
         self.receiver.start()
+        threads = (self.worker.thread, self.receiver.thread)
+        self.realtime = all([set_realtime(CONTROL, thread) for thread in threads])
 
     def stop(self) -> None:
         self.receiver.stop()

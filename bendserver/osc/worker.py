@@ -5,9 +5,11 @@ rebuilds) runs here, never on the audio thread. A bundle's future timetag become
 against the audio clock and is passed on as ``at``, so the change applies at the first block
 that starts at or after it; an immediate or past timetag applies at the next block.
 
-A burst must not pile thousands of commands onto one block boundary (the engine applies every
-due command before it computes the block), so at most ``per_block`` messages are dispatched per
-audio block; the rest wait in a bounded queue, and what does not fit is dropped and counted.
+The worker keeps out of the audio's way: it dispatches only while no block is being computed
+(the compute gate; see :mod:`bendserver.audio.gate` for why), and at most ``per_block`` messages
+per audio block, so that a burst cannot pile thousands of commands onto one block boundary (the
+engine applies every due command before it computes). The rest wait in a bounded queue; what
+does not fit is dropped and counted.
 """
 
 from __future__ import annotations
@@ -30,10 +32,16 @@ log = logging.getLogger("bendserver.osc")
 class Clock(Protocol):
     """What the worker needs of the audio clock (see :class:`bendserver.audio.AudioClock`)."""
 
-    @property
-    def callbacks(self) -> int: ...
-
     def frame_at(self, wall: float) -> int | None: ...
+
+
+class Gate(Protocol):
+    """What the worker needs of the compute gate (see :class:`bendserver.audio.ComputeGate`)."""
+
+    @property
+    def blocks(self) -> int: ...
+
+    def wait_open(self, timeout: float) -> bool: ...
 
 
 class ControlWorker:
@@ -44,12 +52,14 @@ class ControlWorker:
         controller: Controller,
         replies: ReplySender,
         clock: Clock | None = None,
+        gate: Gate | None = None,
         capacity: int = 16384,
         per_block: int = 64,
     ) -> None:
         self.controller = controller
         self.replies = replies
         self.clock = clock
+        self.gate = gate
         self.per_block = per_block
         self._queue: queue.Queue[tuple[Incoming | str, str]] = queue.Queue(capacity)
         self.handled = 0  #: messages dispatched without error
@@ -59,7 +69,7 @@ class ControlWorker:
         self._budget_block = -1
         self._budget = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="osc-control", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="osc-control", daemon=True)
 
     # -- called by the receiver thread -------------------------------------------------------
 
@@ -80,12 +90,12 @@ class ControlWorker:
     # -- the worker thread -------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread.start()
+        self.thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2.0)
+        if self.thread.is_alive():
+            self.thread.join(timeout=2.0)
 
     def pending(self) -> int:
         return self._queue.qsize()
@@ -131,17 +141,20 @@ class ControlWorker:
         return frame
 
     def _pace(self) -> None:
-        """Wait for the next audio block once ``per_block`` messages went into this one."""
-        if self.clock is None:
+        """Wait while a block is computed, and for the next block once ``per_block`` messages
+        went into this one (at most 0.1 s: the audio may have stopped)."""
+        gate = self.gate
+        if gate is None:
             return
-        block = self.clock.callbacks
+        block = gate.blocks
         if block != self._budget_block:
             self._budget_block, self._budget = block, 0
         if self._budget >= self.per_block:
-            deadline = time.monotonic() + 0.1  # the audio may have stopped: do not wait long
-            while self.clock.callbacks == block and time.monotonic() < deadline:
+            deadline = time.monotonic() + 0.1
+            while gate.blocks == block and time.monotonic() < deadline:
                 time.sleep(0.0005)
-            self._budget_block, self._budget = self.clock.callbacks, 0
+            self._budget_block, self._budget = gate.blocks, 0
+        gate.wait_open(0.05)
         self._budget += 1
 
 

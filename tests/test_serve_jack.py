@@ -1,0 +1,200 @@
+"""The live server against a real audio clock: JACK's dummy driver at 48 kHz / 256 frames.
+
+- a minute of the default model under 1000 OSC messages a second: no xrun, every message applied;
+- a burst of 10 000 messages: no crash, no xrun, the loss counted and reported by /stats;
+- control latency from ``oscsend`` to the first changed output block, in direct mode;
+- threaded mode on the same clock.
+
+The numbers are printed (run with ``-s`` to see them).
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from jack import (
+    ROOT,
+    Replies,
+    free_port,
+    jack_server,
+    live_model,
+    load_messages,
+    need,
+    oscsend,
+    send_python,
+    spawn_load,
+    stats,
+)
+
+from bendserver.serve import ServeOptions, Server
+
+RATE, BLOCK = 48000, 256
+PERIOD = BLOCK / RATE
+SOAK_SECONDS = 60
+SOAK_RATE = 1000
+
+
+@pytest.fixture(scope="module")
+def jack():
+    with jack_server(RATE, BLOCK) as name:
+        yield name
+
+
+@pytest.fixture
+def replies():
+    listener = Replies()
+    yield listener
+    listener.close()
+
+
+def sine_file(folder: Path) -> Path:
+    path = folder / "sine.wav"
+    t = np.arange(RATE) / RATE
+    sf.write(path, (0.5 * np.sin(2 * np.pi * 375 * t)).astype(np.float32), RATE)
+    return path
+
+
+def live_server(replies, **options) -> Server:
+    model, preset = live_model()
+    return Server(
+        ServeOptions(
+            model=model,
+            preset=preset,
+            audio="jack",
+            block=BLOCK,
+            osc_port=0,
+            reply_port=replies.port,
+            **options,
+        )
+    )
+
+
+def test_a_minute_at_1000_messages_a_second(jack, replies):
+    """The command line as a performer runs it, on JACK, with a load generator beside it."""
+    model, preset = live_model()
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bendserver.cli", "serve", "-m", model, "-p", preset,
+         "--audio", "jack", "--block", str(BLOCK), "--osc-port", str(port),
+         "--reply-port", str(replies.port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        banner = []
+        for line in server.stdout:
+            banner.append(line.rstrip())
+            if line.startswith("try"):
+                break
+        assert "JACK" in "\n".join(banner), "\n".join(banner)
+        time.sleep(1.0)
+        before = stats(port, replies)
+        count = SOAK_SECONDS * SOAK_RATE
+        load = spawn_load(port, count, SOAK_RATE)
+        sent = load.communicate(timeout=SOAK_SECONDS * 2)[0].strip()
+        time.sleep(0.5)
+        after = stats(port, replies)
+        server.send_signal(signal.SIGTERM)
+        tail = server.communicate(timeout=20)[0]
+    finally:
+        server.kill()
+    applied = after["commands"] - before["commands"]
+    received = after["received"] - before["received"] - 1  # the /stats query itself
+    print(
+        f"\nsoak: {model}, {SOAK_SECONDS} s at {SOAK_RATE} msg/s ({sent}): "
+        f"received {received}, applied {applied} of {count}, xruns {after['xruns']}, "
+        f"late {after['late']}, dropped {after['dropped']}, osc errors {after['osc_errors']}, "
+        f"compute p50 {after['p50_ms']:.2f} ms p99 {after['p99_ms']:.2f} ms "
+        f"max {after['max_ms']:.2f} ms over the last 8192 blocks"
+    )
+    assert server.returncode == 0, tail
+    assert received == count and after["dropped"] == 0 and after["osc_errors"] == 0
+    assert applied == count, "every message became a command applied at a block"
+    assert after["errors"] == 0 and after["pending"] == 0
+    assert after["xruns"] == 0
+
+
+def test_a_burst_of_10000_messages(jack, replies):
+    with live_server(replies) as server:
+        time.sleep(0.5)
+        count = 10_000
+        load = spawn_load(server.osc.port, count, 0)
+        sent = load.communicate(timeout=60)[0].strip()
+        deadline = time.monotonic() + 30
+        while server.osc.worker.pending() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        result = stats(server.osc.port, replies)
+        send_python(server.osc.port, "/ping")
+        assert replies.wait_for("/pong") == []
+    received = result["received"] - 1
+    lost = count - received
+    print(
+        f"\nburst: {sent}; received {received}, lost {lost} "
+        f"(reported dropped {result['dropped']}), applied {server.osc.worker.handled - 1}, "
+        f"xruns {result['xruns']}, late {result['late']}, compute max {result['max_ms']:.2f} ms, "
+        f"SO_RCVBUF granted {server.osc.rcvbuf} bytes"
+    )
+    assert lost == result["dropped"], "every lost message is counted"
+    assert result["xruns"] == 0 and result["errors"] == 0
+
+
+def first_changed_block(log, after: float, before_level: float) -> int:
+    """Index of the first block started after ``after`` whose level left ``before_level``."""
+    for index in np.flatnonzero(log["start"] > after):
+        if abs(log["level"][index] - before_level) > 0.25 * max(before_level, 0.02):
+            return int(index)
+    raise AssertionError("the output never changed")
+
+
+def test_control_latency_from_oscsend_to_the_output(jack, replies, tmp_path):
+    need("oscsend")
+    with live_server(replies, input=str(sine_file(tmp_path))) as server:
+        time.sleep(0.5)
+        to_start, to_end = [], []
+        for trial in range(24):
+            gain = 0.0 if trial % 2 == 0 else 1.0
+            level = server.callback.log.recent()["level"][-1]
+            time.sleep(np.random.default_rng(trial).uniform(0, PERIOD))  # any phase of the block
+            oscsend(server.osc.port, "/engine/gain", "f", gain)
+            time.sleep(0.08)
+            arrival = server.osc.receiver.last_arrival
+            log = server.callback.log.recent()
+            index = first_changed_block(log, arrival - PERIOD, level)
+            to_start.append(log["start"][index] - arrival)
+            to_end.append(log["end"][index] - arrival)
+        xruns = server.callback.xruns
+    to_start_ms, to_end_ms = np.array(to_start) * 1e3, np.array(to_end) * 1e3
+    print(
+        f"\ncontrol latency (packet arrival -> callback of the first changed block, "
+        f"{len(to_start)} trials): to its start p50 {np.median(to_start_ms):.2f} ms "
+        f"max {to_start_ms.max():.2f} ms; to its output handed to JACK p50 "
+        f"{np.median(to_end_ms):.2f} ms max {to_end_ms.max():.2f} ms "
+        f"(one block = {PERIOD * 1e3:.2f} ms)"
+    )
+    assert to_start_ms.min() > -0.5, "a block never changes before its message arrived"
+    assert to_start_ms.max() <= PERIOD * 1e3 + 2.0
+    assert xruns == 0
+
+
+def test_threaded_mode_on_jack(jack, replies):
+    with live_server(replies, latency_mode="threaded") as server:
+        assert server.latency == BLOCK and "threaded mode" in server.banner()
+        messages = load_messages()
+        for address, value in messages[:40]:
+            send_python(server.osc.port, address, value)
+            time.sleep(0.05)
+        time.sleep(1.0)
+        result = stats(server.osc.port, replies)
+    print(
+        f"\nthreaded: blocks {result['blocks']}, xruns {result['xruns']}, missed "
+        f"{result['missed']}, overruns {result['overruns']}, compute p99 {result['p99_ms']:.2f} ms"
+    )
+    assert result["xruns"] == 0 and result["overruns"] == 0
+    assert result["commands"] >= 40

@@ -2,7 +2,7 @@
 a load generator, and the model the live tests play.
 
 Run as a script, it is the OSC load generator (a separate process, so that sending does not
-compete with the server for the GIL): ``python tests/jack.py send PORT COUNT RATE``.
+compete with the server for the GIL): ``python tests/jack.py send PORT COUNT RATE PRESET``.
 """
 
 from __future__ import annotations
@@ -174,10 +174,9 @@ def live_model() -> tuple[str, str | None]:
     return f"{Path(__file__).parent / 'streaming.py'}:CausalStack", "none"
 
 
-def load_messages() -> list[tuple[str, float]]:
-    """The messages the load generator cycles through: parameters of the live model's preset,
-    each message a different value (so each is a real change)."""
-    model, preset = live_model()
+def load_messages(preset: str) -> list[tuple[str, float]]:
+    """The messages the load generator cycles through: parameters of ``preset`` (the live
+    model's), each message a different value (so each is a real change)."""
     if preset == "none":
         return [("/engine/gain", 0.5 + i / 100) for i in range(50)] + [
             ("/engine/mix", 0.5 + i / 100) for i in range(50)
@@ -193,12 +192,12 @@ def load_messages() -> list[tuple[str, float]]:
     return messages
 
 
-def send_load(port: int, count: int, rate: float) -> float:
+def send_load(port: int, count: int, rate: float, preset: str) -> float:
     """Send ``count`` messages at ``rate`` per second (0: as fast as possible), in 10 ms batches;
     returns the seconds it took."""
     from pythonosc.osc_message_builder import build_msg
 
-    datagrams = [build_msg(a, [v]).dgram for a, v in load_messages()]
+    datagrams = [build_msg(a, [v]).dgram for a, v in load_messages(preset)]
     sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     started = time.monotonic()
     for index in range(count):
@@ -212,9 +211,12 @@ def send_load(port: int, count: int, rate: float) -> float:
 
 
 def spawn_load(port: int, count: int, rate: float) -> subprocess.Popen:
-    """The load generator in its own process."""
+    """The load generator in its own process, sending the live model's preset parameters. It
+    imports python-osc only: a process importing torch beside the server costs it xruns on a
+    small machine (measured), which would be the test's doing, not the server's."""
+    preset = live_model()[1]
     return subprocess.Popen(
-        [sys.executable, __file__, "send", str(port), str(count), str(rate)],
+        [sys.executable, __file__, "send", str(port), str(count), str(rate), preset],
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
@@ -222,9 +224,8 @@ def spawn_load(port: int, count: int, rate: float) -> subprocess.Popen:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "send":
-        sys.path.insert(0, str(ROOT))
-        took = send_load(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+    if len(sys.argv) == 6 and sys.argv[1] == "send":
+        took = send_load(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
         print(f"sent {sys.argv[3]} in {took:.3f} s")
     else:
-        sys.exit("usage: python tests/jack.py send PORT COUNT RATE")
+        sys.exit("usage: python tests/jack.py send PORT COUNT RATE PRESET")

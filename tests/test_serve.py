@@ -16,6 +16,7 @@ from streaming import CausalStack, Identity
 
 import bendserver as tb
 from bendserver.audio import DirectProcessor, Recorder, ThreadedProcessor
+from bendserver.cli import main
 from bendserver.serve import ServeOptions, Server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,16 +103,11 @@ def test_cli_stops_after_duration_and_prints_a_summary():
         (["--audio", "null", "--record", "take.mp4"], "the format follows the extension"),
     ],
 )
-def test_cli_refusals_say_what_to_do(extra, message, tmp_path):
-    result = subprocess.run(
-        serve_command("--osc-port", "0", "-p", "none", *extra),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 2
-    assert message in result.stderr
+def test_cli_refusals_say_what_to_do(extra, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = ["serve", "-m", MODEL, "--osc-port", "0", "-p", "none", *extra]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_busy_osc_port_is_refused():

@@ -16,6 +16,7 @@ import struct
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -89,6 +90,7 @@ class OscReceiver:
         self.denied = 0  #: datagrams from hosts not allowed
         self.kernel_dropped = 0  #: datagrams the kernel dropped, its buffer full
         self.last_arrival = 0.0  #: arrival time (time.time() clock) of the last datagram
+        self.arrivals: deque[float] = deque(maxlen=4096)  #: the last datagrams' arrival times
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="osc-receiver", daemon=True)
 
@@ -122,6 +124,7 @@ class OscReceiver:
         arrival = self._read_ancillary(ancillary)
         self.packets += 1
         self.last_arrival = arrival
+        self.arrivals.append(arrival)
         if not self.access.allows(host):
             self.denied += 1
             return

@@ -101,7 +101,10 @@ class Server:
                 options.allow,
             )
             self._parts.append(self.osc)
-            if options.record:
+            self.callback = AudioCallback(self.processor, self.source, self.clock)
+            self.backend = self._backend(device_input)
+            self._parts += [self.backend, self.processor]
+            if options.record:  # last: a failure above leaves no empty file behind
                 self.recorder = Recorder(
                     Path(options.record),
                     engine.sample_rate,
@@ -109,13 +112,10 @@ class Server:
                     self.device_block,
                     force=options.force,
                 )
-            self.callback = AudioCallback(self.processor, self.source, self.clock, self.recorder)
-            self.backend = self._backend(device_input)
-            self._parts += [self.backend, self.processor]
-            if self.recorder is not None:
+                self.callback.recorder = self.recorder
                 self._parts.append(self.recorder)
         except BaseException:
-            self._close(self._parts + ([self.recorder] if self.recorder else []))
+            self._close(self._parts)
             raise
         self.running = False
         self._switch_interval = sys.getswitchinterval()
@@ -268,7 +268,11 @@ def _example_value(low: float, high: float, current: float) -> float:
 
 def run(options: ServeOptions) -> int:
     """Serve until Ctrl-C, SIGTERM or ``options.duration`` seconds; print a summary."""
-    server = Server(options)
+    try:
+        server = Server(options)
+    except KeyboardInterrupt:  # Ctrl-C while the model loads
+        print("interrupted before the server started", file=sys.stderr)
+        return 130
     stop = threading.Event()
     previous = {
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)

@@ -195,7 +195,7 @@ def test_server_in_threaded_mode_reports_its_latency_and_plays(tmp_path):
     assert sf.info(str(tmp_path / "t.wav")).duration > 0.4
 
 
-def test_a_server_that_cannot_start_leaves_no_recording(tmp_path, monkeypatch, capsys):
+def test_a_server_that_cannot_start_leaves_no_recording(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["serve", "-m", MODEL, "--osc-port", "0", "--audio", "no-such-card"]
     assert main([*argv, "--record", "take.wav"]) == 2

@@ -30,7 +30,8 @@ from .audio import (
     Silence,
     ThreadedProcessor,
     file_loop,
-    has_device,
+    has_default_output,
+    output_devices,
 )
 from .engine import StreamEngine
 from .errors import BendingError
@@ -122,7 +123,7 @@ class Server:
 
     def _backend(self, device_input: str | None) -> DeviceBackend | NullBackend:
         engine, audio = self.engine, self.options.audio
-        self.fallback = audio is None and not has_device(None)
+        self.fallback = audio is None and not has_default_output()
         if audio == "null" or self.fallback:
             if device_input is not None:
                 raise BendingError("the null backend has no input: use --input FILE or silence")
@@ -215,7 +216,13 @@ class Server:
             f"{options.reply_host or 'the sender'}:{options.reply_port}",
         ]
         if self.fallback:
-            lines.insert(1, "note       no sound card found: using the null backend")
+            found = sorted({d.hostapi for d in output_devices() or []})
+            hint = f" (found: {', '.join(found)})" if found else ""
+            lines.insert(
+                1,
+                "note       no default sound card: playing on the null backend; "
+                f"--audio NAME picks a device{hint}",
+            )
         if self.running:
             lines.append(
                 "priority   OSC threads at real-time priority"

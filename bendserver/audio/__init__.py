@@ -5,7 +5,7 @@ A backend (a PortAudio stream, or the null backend clocked in real time) calls o
 thread), marks the :class:`AudioClock` that timetags are converted with, and counts xruns.
 """
 
-from .backends import DeviceBackend, NullBackend, has_device
+from .backends import DeviceBackend, NullBackend, has_default_output, output_devices
 from .callback import AudioCallback, BlockLog
 from .clock import AudioClock
 from .devices import Device, find_device
@@ -29,5 +29,6 @@ __all__ = [
     "ThreadedProcessor",
     "file_loop",
     "find_device",
-    "has_device",
+    "has_default_output",
+    "output_devices",
 ]

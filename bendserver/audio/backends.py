@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import BendingError
-from .devices import Device, find_device, portaudio, release
+from .devices import Device, devices, find_device, portaudio, release
 
 
 class Callback(Protocol):
@@ -141,14 +141,26 @@ class DeviceBackend:
             release()
 
 
-def has_device(name: str | None) -> bool:
-    """Whether PortAudio finds an output device for ``name`` (None: a default one)."""
+def output_devices() -> list[Device] | None:
+    """Every output device PortAudio finds, or None without PortAudio."""
+    try:
+        sd = portaudio()
+    except BendingError:
+        return None
+    try:
+        return [device for device in devices(sd) if device.outputs > 0]
+    finally:
+        release()
+
+
+def has_default_output() -> bool:
+    """Whether PortAudio has a default output device (a sound card, usually)."""
     try:
         sd = portaudio()
     except BendingError:
         return False
     try:
-        find_device(sd, name, "output")
+        find_device(sd, None, "output")
         return True
     except BendingError:
         return False

@@ -42,11 +42,10 @@ class OutputFuse:
             self.nonfinite_samples += int(block.size - finite.sum())
             block = np.where(finite, block, 0.0)
         out, self._state = lfilter(self._b, self._a, block, axis=-1, zi=self._state)
-        magnitude = np.abs(out)
-        over = magnitude > self.knee
-        if over.any():
+        if max(out.max(), -out.min()) > self.knee:  # the limiter's work only when it bites
             self.limited_blocks += 1
+            magnitude = np.abs(out)
             room = self.ceiling - self.knee
             squashed = self.knee + room * np.tanh((magnitude - self.knee) / room)
-            out = np.where(over, np.sign(out) * squashed, out)
-        return out.astype(np.float32, copy=False)
+            out = np.where(magnitude > self.knee, np.sign(out) * squashed, out)
+        return out.astype(np.float32)

@@ -83,7 +83,7 @@ class Server:
         engine = self.engine
         self.device_block = int(options.device_block or engine.block)
         self.clock = AudioClock(engine.sample_rate)
-        self.gate = ComputeGate()
+        self.gate = ComputeGate(self.clock)
         processor_class = DirectProcessor if options.latency_mode == "direct" else ThreadedProcessor
         self.processor = processor_class(engine, self.device_block, self.gate)
         self.source, device_input = _source(options.input, engine, self.device_block)

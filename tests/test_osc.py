@@ -14,6 +14,7 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
+from bendserver.audio import AudioClock, ComputeGate
 from bendserver.osc import (
     AccessList,
     ControlWorker,
@@ -125,15 +126,6 @@ class FakeClock:
         return int(np.ceil((wall - self.origin) * self.rate))
 
 
-class FakeGate:
-    """Blocks advanced by the test; never closed."""
-
-    blocks = 0
-
-    def wait_open(self, timeout):
-        return True
-
-
 class Recording(ReplySender):
     def __init__(self):
         super().__init__(0)
@@ -210,7 +202,7 @@ def test_worker_replies_and_refuses(engine):
 
 
 def test_worker_paces_a_burst_across_blocks(engine):
-    gate = FakeGate()
+    gate = ComputeGate()  # no clock: blocks are counted as the test computes them
     worker = ControlWorker(Controller(engine), Recording(), gate=gate, per_block=8)
     worker.start()
     try:
@@ -219,7 +211,8 @@ def test_worker_paces_a_burst_across_blocks(engine):
         time.sleep(0.05)
         assert worker.handled == 8, "no more than per_block messages into one block"
         for _ in range(4):
-            gate.blocks += 1
+            with gate:
+                pass
             time.sleep(0.02)
         assert worker.handled == 40
         worker.submit(Incoming("/ping", ()), "127.0.0.1")
@@ -329,3 +322,21 @@ def test_docs_osc_md_is_generated_from_the_address_table():
 
     for address in ADDRESSES:
         assert f"`{address.pattern}`" in committed
+
+
+# -- the gate ----------------------------------------------------------------------------------
+
+
+def test_gate_holds_control_threads_off_the_audio():
+    clock = AudioClock(48000)
+    gate = ComputeGate(clock, guard=0.001)
+    admission = gate.admission(free_per_block=2)
+    assert admission.wait(0) and admission.wait(0), "the first messages of a block pass"
+    with gate:
+        assert not admission.wait(0.01), "then: not while a block is computed"
+    clock.mark(0, time.time() - 0.0048, 256)  # the next callback is due in 0.5 ms
+    started = time.monotonic()
+    assert not gate.wait_open(0.003), "nor just before a callback"
+    assert time.monotonic() - started >= 0.003
+    clock.mark(256, time.time(), 256)  # it started (late): the next is 5 ms away or more
+    assert gate.wait_open(0.001)

@@ -9,12 +9,13 @@ from .backends import DeviceBackend, NullBackend, has_default_output, output_dev
 from .callback import AudioCallback, BlockLog
 from .clock import AudioClock
 from .devices import Device, find_device
-from .gate import ComputeGate
+from .gate import Admission, ComputeGate
 from .processors import DirectProcessor, ThreadedProcessor
 from .recorder import Recorder
 from .sources import Loop, Silence, file_loop
 
 __all__ = [
+    "Admission",
     "AudioCallback",
     "AudioClock",
     "BlockLog",

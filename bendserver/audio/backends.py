@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import BendingError
 from .devices import Device, devices, find_device, portaudio, release
+from .priority import AUDIO_WORKER, set_realtime
 
 
 class Callback(Protocol):
@@ -65,6 +66,7 @@ class NullBackend:
             self._thread.join(timeout=2.0)
 
     def _run(self) -> None:
+        set_realtime(AUDIO_WORKER)  # an audio thread, as PortAudio's would be
         status = NullStatus()
         deadline = time.monotonic()
         while not self._stop.is_set():

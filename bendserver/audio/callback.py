@@ -92,7 +92,7 @@ class AudioCallback:
         self, indata: np.ndarray | None, outdata: np.ndarray, frames: int, info: Any, status: Any
     ) -> None:
         started = time.time()
-        self.clock.mark(self.frames - self.processor.skipped_frames, started)
+        self.clock.mark(self.frames - self.processor.skipped_frames, started, frames)
         if status and any(getattr(status, flag, False) for flag in XRUN_FLAGS):
             self.xruns += 1
         try:

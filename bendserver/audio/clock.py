@@ -21,10 +21,13 @@ class AudioClock:
         self.sample_rate = sample_rate
         self._origins = np.full(window, np.inf)
         self.callbacks = 0  #: callbacks marked so far
+        self._next_frame = 0
 
-    def mark(self, frame: int, wall: float) -> None:
-        """The callback that starts at stream frame ``frame`` ran at ``wall`` (audio thread)."""
+    def mark(self, frame: int, wall: float, frames: int) -> None:
+        """The callback for ``frames`` frames from stream frame ``frame`` ran at ``wall``
+        (called by the audio thread)."""
         self._origins[self.callbacks % len(self._origins)] = wall - frame / self.sample_rate
+        self._next_frame = frame + frames
         self.callbacks += 1
 
     def origin(self) -> float | None:
@@ -39,6 +42,10 @@ class AudioClock:
         if origin is None:
             return None
         return math.ceil((wall - origin) * self.sample_rate - 1e-6)
+
+    def next_due(self) -> float | None:
+        """When the next callback is due (None before the stream runs)."""
+        return self.wall_at(self._next_frame)
 
     def wall_at(self, frame: int) -> float | None:
         """When ``frame`` is due (None before the stream runs)."""

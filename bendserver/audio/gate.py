@@ -1,22 +1,41 @@
-"""Keeping the GIL free while the engine computes a block.
+"""Keeping the GIL free for the audio: when it enters its callback and while it computes.
 
-The engine's torch calls release the GIL and take it back around every operation: while another
-Python thread is busy (the control worker applying a burst of messages, the OSC receiver
-parsing), each of those takes can wait up to the interpreter's switch interval, and a 2 ms block
-became 20 ms in a measured burst. The thread that computes marks the block with the gate; the
-control threads wait for the gate to be open before each message, so that they run in the gaps
-between blocks and the audio thread rarely has to wait for the GIL.
+The audio callback needs the GIL to start, and the engine's torch calls release and retake it
+around every operation. While other Python threads are busy (the control worker applying a
+burst of messages, the OSC receiver parsing), each take can wait for the interpreter's switch
+interval, and several waiting threads make it several rounds: measured during a burst of 10 000
+messages, blocks of 2 ms took 24 ms, and callbacks started up to 6 ms after JACK called them.
+
+So the control threads ask the gate before each message. It is closed while a block is computed
+(``with gate:`` around the engine call) and, given the audio clock, for ``guard`` seconds before
+the next callback is due until that callback has started: the control threads work in the gaps
+between blocks and leave the GIL free when the audio needs it. Waiting costs latency, though (a
+message held back past a block boundary applies a block later), and one message holds the GIL
+for well under a millisecond: each thread's first few messages of a block pass at once
+(:class:`Admission`), and only a burst waits for the gaps.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """What the gate needs of :class:`bendserver.audio.AudioClock`."""
+
+    callbacks: int
+
+    def next_due(self) -> float | None: ...
 
 
 class ComputeGate:
-    """Closed while a block is computed (``with gate:``), open between blocks."""
+    """Closed while a block is computed and just before a callback is due; open otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None, guard: float = 0.001) -> None:
+        self.clock = clock
+        self.guard = guard
         self._open = threading.Event()
         self._open.set()
         self.blocks = 0  #: blocks computed so far
@@ -29,6 +48,52 @@ class ComputeGate:
         self.blocks += 1
         self._open.set()
 
+    def admission(self, free_per_block: int = 4) -> Admission:
+        """A control thread's way through the gate (one per thread)."""
+        return Admission(self, free_per_block)
+
+    def block_count(self) -> int:
+        """Callbacks so far (with a clock), else blocks computed: what "per block" counts."""
+        return self.clock.callbacks if self.clock is not None else self.blocks
+
     def wait_open(self, timeout: float) -> bool:
-        """Wait until no block is being computed (at most ``timeout`` seconds)."""
-        return self._open.wait(timeout)
+        """Wait until no block is being computed and the next callback is not imminent; False
+        when that took longer than ``timeout`` seconds (the audio may have stopped)."""
+        deadline = time.monotonic() + timeout
+        while self._open.wait(max(0.0, deadline - time.monotonic())):
+            due = None if self.clock is None else self.clock.next_due()
+            if due is None or time.time() < due - self.guard:
+                return True
+            if not self._wait_for_callback(deadline):
+                return False
+        return False
+
+    def _wait_for_callback(self, deadline: float) -> bool:
+        """Wait for the next callback to start (False at ``deadline``)."""
+        assert self.clock is not None
+        callbacks = self.clock.callbacks
+        while self.clock.callbacks == callbacks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0002)
+        return True
+
+
+class Admission:
+    """One control thread's use of a :class:`ComputeGate`: ``free_per_block`` messages per block
+    pass at once, later ones wait for the gate (at most ``timeout`` seconds)."""
+
+    def __init__(self, gate: ComputeGate, free_per_block: int = 4) -> None:
+        self.gate = gate
+        self.free_per_block = free_per_block
+        self._block = -1
+        self._used = 0
+
+    def wait(self, timeout: float) -> bool:
+        block = self.gate.block_count()
+        if block != self._block:
+            self._block, self._used = block, 0
+        self._used += 1
+        if self._used <= self.free_per_block:
+            return True
+        return self.gate.wait_open(timeout)

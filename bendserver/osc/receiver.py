@@ -39,7 +39,11 @@ Refuse = Callable[[str, str], None]
 
 
 class Gate(Protocol):
-    def wait_open(self, timeout: float) -> bool: ...
+    def admission(self) -> Admission: ...
+
+
+class Admission(Protocol):
+    def wait(self, timeout: float) -> bool: ...
 
 
 class OscReceiver:
@@ -48,8 +52,8 @@ class OscReceiver:
     Each message of an allowed, well-formed datagram goes to ``deliver(message, sender_host,
     arrival_time)``; a malformed one to ``refuse(sender_host, reason)``. Datagrams from hosts
     outside ``access`` are dropped and counted, without a reply. With a ``gate`` (see
-    :mod:`bendserver.audio.gate`), parsing waits while a block is computed (the datagrams wait in
-    the socket's buffer meanwhile).
+    :mod:`bendserver.audio.gate`), parsing in a burst waits for the gaps between blocks (the
+    datagrams wait in the socket's buffer meanwhile).
     """
 
     def __init__(
@@ -63,7 +67,7 @@ class OscReceiver:
         gate: Gate | None = None,
     ) -> None:
         self.deliver, self.refuse = deliver, refuse
-        self.gate = gate
+        self._admission = gate.admission() if gate is not None else None
         self.access = access or AccessList()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_DGRAM)
@@ -113,8 +117,8 @@ class OscReceiver:
                 if not self._stop.is_set():
                     log.error("OSC socket failed: %s", error)
                 return
-            if self.gate is not None:
-                self.gate.wait_open(0.01)
+            if self._admission is not None:
+                self._admission.wait(0.01)
             try:
                 self._handle(data, ancillary, sender[0])
             except Exception:  # one odd packet must not end the loop

@@ -35,13 +35,16 @@ class Clock(Protocol):
     def frame_at(self, wall: float) -> int | None: ...
 
 
+class Admission(Protocol):
+    def wait(self, timeout: float) -> bool: ...
+
+
 class Gate(Protocol):
     """What the worker needs of the compute gate (see :class:`bendserver.audio.ComputeGate`)."""
 
-    @property
-    def blocks(self) -> int: ...
+    def block_count(self) -> int: ...
 
-    def wait_open(self, timeout: float) -> bool: ...
+    def admission(self) -> Admission: ...
 
 
 class ControlWorker:
@@ -60,6 +63,7 @@ class ControlWorker:
         self.replies = replies
         self.clock = clock
         self.gate = gate
+        self._admission = gate.admission() if gate is not None else None
         self.per_block = per_block
         self._queue: queue.Queue[tuple[Incoming | str, str]] = queue.Queue(capacity)
         self.handled = 0  #: messages dispatched without error
@@ -141,20 +145,20 @@ class ControlWorker:
         return frame
 
     def _pace(self) -> None:
-        """Wait while a block is computed, and for the next block once ``per_block`` messages
-        went into this one (at most 0.1 s: the audio may have stopped)."""
+        """Wait for the gate (see :mod:`bendserver.audio.gate`), and for the next block once
+        ``per_block`` messages went into this one (at most 0.1 s: the audio may have stopped)."""
         gate = self.gate
-        if gate is None:
+        if gate is None or self._admission is None:
             return
-        block = gate.blocks
+        block = gate.block_count()
         if block != self._budget_block:
             self._budget_block, self._budget = block, 0
         if self._budget >= self.per_block:
             deadline = time.monotonic() + 0.1
-            while gate.blocks == block and time.monotonic() < deadline:
+            while gate.block_count() == block and time.monotonic() < deadline:
                 time.sleep(0.0005)
-            self._budget_block, self._budget = gate.blocks, 0
-        gate.wait_open(0.05)
+            self._budget_block, self._budget = gate.block_count(), 0
+        self._admission.wait(0.05)
         self._budget += 1
 
 

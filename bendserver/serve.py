@@ -143,6 +143,7 @@ class Server:
     # -- running -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the audio worker (threaded mode), the stream and OSC."""
         # Everything loaded so far lives as long as the server: keep it out of the collector, so
         # that a full collection (which holds the GIL) stays short while audio runs.
         gc.collect()
@@ -195,6 +196,7 @@ class Server:
         return counters
 
     def stats(self) -> dict[str, float]:
+        """The engine's statistics with the server's counters, as /stats replies them."""
         stats = self.engine.stats_dict()
         return {"blocks": stats.pop("blocks"), **self.counters(), **stats}
 

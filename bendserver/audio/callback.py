@@ -50,6 +50,7 @@ class BlockLog:
         self.count = 0
 
     def record(self, start: float, end: float, frame: int, level: float) -> None:
+        """Log one callback (audio thread)."""
         index = self.count % len(self.start)
         self.start[index], self.end[index] = start, end
         self.frame[index], self.level[index] = frame, level
@@ -113,6 +114,7 @@ class AudioCallback:
         self.log.record(started, time.time(), self.frames - frames, level)
 
     def counters(self) -> dict[str, float]:
+        """Xruns, outputs not ready in time (threaded mode), failed callbacks."""
         return {
             "xruns": self.xruns,
             "missed": self.processor.missed,

@@ -90,6 +90,7 @@ class Admission:
         self._used = 0
 
     def wait(self, timeout: float) -> bool:
+        """Pass at once, or wait for the gate; False if that timed out (go on anyway)."""
         block = self.gate.block_count()
         if block != self._block:
             self._block, self._used = block, 0

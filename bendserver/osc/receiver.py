@@ -18,8 +18,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol
 
+from ..audio.gate import ComputeGate
 from ..errors import BendingError
 from .access import AccessList
 from .packets import Incoming, MalformedPacket, parse_datagram
@@ -36,14 +36,6 @@ _SO_RXQ_OVFL = 40
 
 Deliver = Callable[[Incoming, str, float], None]
 Refuse = Callable[[str, str], None]
-
-
-class Gate(Protocol):
-    def admission(self) -> Admission: ...
-
-
-class Admission(Protocol):
-    def wait(self, timeout: float) -> bool: ...
 
 
 class OscReceiver:
@@ -64,7 +56,7 @@ class OscReceiver:
         refuse: Refuse,
         access: AccessList | None = None,
         rcvbuf: int = DEFAULT_RCVBUF,
-        gate: Gate | None = None,
+        gate: ComputeGate | None = None,
     ) -> None:
         self.deliver, self.refuse = deliver, refuse
         self._admission = gate.admission() if gate is not None else None
@@ -99,9 +91,11 @@ class OscReceiver:
         self.thread = threading.Thread(target=self._run, name="osc-receiver", daemon=True)
 
     def start(self) -> None:
+        """Start reading on the receiver thread."""
         self.thread.start()
 
     def stop(self) -> None:
+        """Stop the thread and close the socket."""
         self._stop.set()
         if self.thread.is_alive():
             self.thread.join(timeout=2.0)

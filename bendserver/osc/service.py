@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..audio.clock import AudioClock
+from ..audio.gate import ComputeGate
 from ..audio.priority import CONTROL, set_realtime
 from ..control import Controller
 from .access import AccessList
 from .receiver import DEFAULT_RCVBUF, OscReceiver
 from .replies import ReplySender
-from .worker import Clock, ControlWorker, Gate
+from .worker import ControlWorker
 
 
 class OscService:
@@ -20,8 +22,8 @@ class OscService:
     def __init__(
         self,
         controller: Controller,
-        clock: Clock | None = None,
-        gate: Gate | None = None,
+        clock: AudioClock | None = None,
+        gate: ComputeGate | None = None,
         host: str = "127.0.0.1",
         port: int = 9000,
         reply_port: int = 9001,
@@ -42,10 +44,12 @@ class OscService:
 
     @property
     def port(self) -> int:
+        """The port listened on (the one asked for, or the one the OS chose for port 0)."""
         return self.receiver.port
 
     @property
     def rcvbuf(self) -> int:
+        """The receive buffer the OS granted, in bytes (as Linux reports it: doubled)."""
         return self.receiver.rcvbuf
 
     def start(self) -> None:
@@ -57,6 +61,7 @@ class OscService:
         self.realtime = all([set_realtime(CONTROL, thread) for thread in threads])
 
     def stop(self) -> None:
+        """Stop receiving, then the worker; close the reply socket."""
         self.receiver.stop()
         self.worker.stop()
         self.replies.close()

@@ -5,7 +5,7 @@ rebuilds) runs here, never on the audio thread. A bundle's future timetag become
 against the audio clock and is passed on as ``at``, so the change applies at the first block
 that starts at or after it; an immediate or past timetag applies at the next block.
 
-The worker keeps out of the audio's way: it dispatches only while no block is being computed
+The worker keeps out of the audio's way: in a burst it dispatches only in the gaps between blocks
 (the compute gate; see :mod:`bendserver.audio.gate` for why), and at most ``per_block`` messages
 per audio block, so that a burst cannot pile thousands of commands onto one block boundary (the
 engine applies every due command before it computes). The rest wait in a bounded queue; what
@@ -19,32 +19,16 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from ..audio.clock import AudioClock
+from ..audio.gate import ComputeGate
 from ..control import Controller
 from ..errors import BendingError
 from .packets import Incoming
 from .replies import ReplySender
 
 log = logging.getLogger("bendserver.osc")
-
-
-class Clock(Protocol):
-    """What the worker needs of the audio clock (see :class:`bendserver.audio.AudioClock`)."""
-
-    def frame_at(self, wall: float) -> int | None: ...
-
-
-class Admission(Protocol):
-    def wait(self, timeout: float) -> bool: ...
-
-
-class Gate(Protocol):
-    """What the worker needs of the compute gate (see :class:`bendserver.audio.ComputeGate`)."""
-
-    def block_count(self) -> int: ...
-
-    def admission(self) -> Admission: ...
 
 
 class ControlWorker:
@@ -54,8 +38,8 @@ class ControlWorker:
         self,
         controller: Controller,
         replies: ReplySender,
-        clock: Clock | None = None,
-        gate: Gate | None = None,
+        clock: AudioClock | None = None,
+        gate: ComputeGate | None = None,
         capacity: int = 16384,
         per_block: int = 64,
     ) -> None:
@@ -94,14 +78,17 @@ class ControlWorker:
     # -- the worker thread -------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the worker thread."""
         self.thread.start()
 
     def stop(self) -> None:
+        """Stop the thread (messages still queued are not applied)."""
         self._stop.set()
         if self.thread.is_alive():
             self.thread.join(timeout=2.0)
 
     def pending(self) -> int:
+        """Messages waiting in the queue."""
         return self._queue.qsize()
 
     def _run(self) -> None:

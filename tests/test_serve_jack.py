@@ -31,6 +31,7 @@ from jack import (
     stats,
 )
 
+from bendserver.engine import StreamEngine
 from bendserver.serve import ServeOptions, Server
 
 RATE, BLOCK = 48000, 256
@@ -60,7 +61,7 @@ def sine_file(folder: Path) -> Path:
     return path
 
 
-def live_server(replies, **options) -> Server:
+def live_server(replies, engine=None, **options) -> Server:
     model, preset = live_model()
     return Server(
         ServeOptions(
@@ -71,7 +72,8 @@ def live_server(replies, **options) -> Server:
             osc_port=0,
             reply_port=replies.port,
             **options,
-        )
+        ),
+        engine=engine,
     )
 
 
@@ -161,28 +163,34 @@ def test_a_burst_of_10000_messages(jack, replies):
     assert xruns == 0 and result["errors"] == 0
 
 
-def first_changed_block(log, after: float, to_dry: bool) -> int:
-    """Index of the first block started after ``after`` whose level shows the bypass change:
-    the dry sine is several times louder than the model's output (a gain change would not do:
-    the output fuse's DC blocker lets the model's DC offset fade out over tens of ms)."""
+def first_changed_block(log, after: float, to_silence: bool) -> int:
+    """Index of the first block started after ``after`` whose level shows the gain change (the
+    gain moves across that block: about half the level when it goes to 0; anything above 0
+    when it leaves 0, the fuse being off so that silence is exact)."""
     for index in np.flatnonzero(log["start"] > after):
         level, before = log["level"][index], log["level"][index - 1]
-        if (level > 2.0 * before) if to_dry else (level < 0.5 * before):
+        if (level < 0.75 * before) if to_silence else (before == 0.0 and level > 0.0):
             return int(index)
     raise AssertionError("the output never changed")
 
 
 def test_control_latency_from_oscsend_to_the_output(jack, replies, tmp_path):
     """``oscsend`` in a process of its own, 24 times at random phases of the block:
-    /engine/bypass 1 then 0 and so on. Latency: from the datagram's arrival (kernel timestamp,
-    i.e. when oscsend sent it) to the audio callback that computed the first changed block."""
+    /engine/gain 0 then 1 and so on. Latency: from the datagram's arrival (kernel timestamp,
+    i.e. when oscsend sent it) to the audio callback that computed the first changed block.
+    The live model with its preset, the output fuse off (its DC blocker would let the model's
+    DC offset fade out over tens of ms instead of the output going silent at once)."""
     need("oscsend")
     trials = 24
-    with live_server(replies, input=str(sine_file(tmp_path))) as server:
+    model, preset = live_model()
+    engine = StreamEngine(
+        model, block=BLOCK, preset=None if preset == "none" else preset, fuse=False
+    )
+    with live_server(replies, engine, input=str(sine_file(tmp_path))) as server:
         time.sleep(0.5)
         port = server.osc.port
         script = (
-            f"for i in $(seq {trials}); do oscsend localhost {port} /engine/bypass f $((i % 2)); "
+            f"for i in $(seq {trials}); do oscsend localhost {port} /engine/gain f $((1 - i % 2)); "
             "sleep 0.1$((RANDOM % 10)); done"
         )
         subprocess.run(["bash", "-c", script], check=True, timeout=60)
@@ -193,7 +201,7 @@ def test_control_latency_from_oscsend_to_the_output(jack, replies, tmp_path):
     assert len(arrivals) == trials
     to_start, to_end = [], []
     for trial, arrival in enumerate(arrivals):
-        index = first_changed_block(log, arrival - PERIOD, to_dry=trial % 2 == 0)
+        index = first_changed_block(log, arrival - PERIOD, to_silence=trial % 2 == 0)
         to_start.append(log["start"][index] - arrival)
         to_end.append(log["end"][index] - arrival)
     to_start_ms, to_end_ms = np.array(to_start) * 1e3, np.array(to_end) * 1e3

@@ -9,10 +9,10 @@ messages, blocks of 2 ms took 24 ms, and callbacks started up to 6 ms after JACK
 So the control threads ask the gate before each message. It is closed while a block is computed
 (``with gate:`` around the engine call) and, given the audio clock, for ``guard`` seconds before
 the next callback is due until that callback has started: the control threads work in the gaps
-between blocks and leave the GIL free when the audio needs it. Waiting costs latency, though (a
-message held back past a block boundary applies a block later), and one message holds the GIL
-for well under a millisecond: each thread's first few messages of a block pass at once
-(:class:`Admission`), and only a burst waits for the gaps.
+between blocks and leave the GIL free when the audio needs it. Waiting for the next callback
+costs latency, though (a message held back past a block boundary applies a block later), and one
+message holds the GIL for well under a millisecond: each thread's first few messages of a block
+only wait for the compute (:class:`Admission`), and only a burst waits for the gaps.
 """
 
 from __future__ import annotations
@@ -56,6 +56,10 @@ class ComputeGate:
         """Callbacks so far (with a clock), else blocks computed: what "per block" counts."""
         return self.clock.callbacks if self.clock is not None else self.blocks
 
+    def wait_computed(self, timeout: float) -> bool:
+        """Wait until no block is being computed; False after ``timeout`` seconds."""
+        return self._open.wait(timeout)
+
     def wait_open(self, timeout: float) -> bool:
         """Wait until no block is being computed and the next callback is not imminent; False
         when that took longer than ``timeout`` seconds (the audio may have stopped)."""
@@ -80,8 +84,11 @@ class ComputeGate:
 
 
 class Admission:
-    """One control thread's use of a :class:`ComputeGate`: ``free_per_block`` messages per block
-    pass at once, later ones wait for the gate (at most ``timeout`` seconds)."""
+    """One control thread's use of a :class:`ComputeGate`. Every message waits while a block is
+    computed: that costs no latency (blocks are computed at the start of their period, so the
+    message still makes the next block). The first ``free_per_block`` messages of a block may
+    then run right before a callback, later ones wait for it: a message held back past a block
+    boundary would apply a block later, and only a burst needs keeping out of the way."""
 
     def __init__(self, gate: ComputeGate, free_per_block: int = 4) -> None:
         self.gate = gate
@@ -90,11 +97,11 @@ class Admission:
         self._used = 0
 
     def wait(self, timeout: float) -> bool:
-        """Pass at once, or wait for the gate; False if that timed out (go on anyway)."""
+        """Wait for the gate as above; False if that timed out (go on anyway)."""
         block = self.gate.block_count()
         if block != self._block:
             self._block, self._used = block, 0
         self._used += 1
         if self._used <= self.free_per_block:
-            return True
+            return self.gate.wait_computed(timeout)
         return self.gate.wait_open(timeout)

@@ -161,16 +161,13 @@ def send_python(port: int, address: str, *args: object) -> None:
         sender.sendto(build_msg(address, list(args)).dgram, ("127.0.0.1", port))
 
 
-def live_model() -> tuple[str, str | None]:
-    """(model, preset) for the live tests: the trained default model when it is there, else
-    its architecture with untrained weights (same compute, same preset), else a test model."""
+def live_model() -> tuple[str, str]:
+    """(model, preset) for the live tests: the default model with its preset when it is shipped,
+    else a small test model without a preset."""
     from bendserver.loader import DEFAULT_MODEL, MODELS_DIR
 
-    folder = MODELS_DIR / DEFAULT_MODEL
-    if (folder / "manifest.toml").is_file():
+    if (MODELS_DIR / DEFAULT_MODEL / "manifest.toml").is_file():
         return DEFAULT_MODEL, DEFAULT_MODEL
-    if (folder / "model.py").is_file():
-        return f"{folder / 'model.py'}:DriveTCN", DEFAULT_MODEL
     return f"{Path(__file__).parent / 'streaming.py'}:CausalStack", "none"
 
 

@@ -64,23 +64,14 @@ class ComputeGate:
         """Wait until no block is being computed and the next callback is not imminent; False
         when that took longer than ``timeout`` seconds (the audio may have stopped)."""
         deadline = time.monotonic() + timeout
+        clock = self.clock
         while self._open.wait(max(0.0, deadline - time.monotonic())):
-            due = None if self.clock is None else self.clock.next_due()
-            if due is None or time.time() < due - self.guard:
+            due = None if clock is None else clock.next_due()
+            if clock is None or due is None or time.time() < due - self.guard:
                 return True
-            if not self._wait_for_callback(deadline):
+            if not _wait_for_callback(clock, deadline):
                 return False
         return False
-
-    def _wait_for_callback(self, deadline: float) -> bool:
-        """Wait for the next callback to start (False at ``deadline``)."""
-        assert self.clock is not None
-        callbacks = self.clock.callbacks
-        while self.clock.callbacks == callbacks:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.0002)
-        return True
 
 
 class Admission:
@@ -105,3 +96,13 @@ class Admission:
         if self._used <= self.free_per_block:
             return self.gate.wait_computed(timeout)
         return self.gate.wait_open(timeout)
+
+
+def _wait_for_callback(clock: Clock, deadline: float) -> bool:
+    """Wait for the next callback to start (False at ``deadline``)."""
+    callbacks = clock.callbacks
+    while clock.callbacks == callbacks:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0002)
+    return True

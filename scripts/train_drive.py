@@ -1,8 +1,8 @@
-"""Train ``models/drive``: a causal TCN that learns an analog-style "drive" effect.
+"""Train ``models/drive``: a small streaming network that learns an analog-style "drive" effect.
 
 The target effect is defined here, in numpy, and applied to generated material
 (:func:`synth.mixed_material`: plucks, notes, chirps, drums, noise bursts at levels from
--40 dB to full scale). The TCN learns to map dry input to effect output; the script reports
+-40 dB to full scale). The network learns to map dry input to effect output; the script reports
 the error-to-signal ratio (ESR) on a held-out generated test set against two baselines and
 writes the weights, a demo and the manifest.
 
@@ -23,7 +23,14 @@ import training
 
 SEED = 1234
 MODEL_FILE = training.ROOT / "models" / "drive" / "model.py"
-KWARGS = {"channels": 16, "layers": 10, "kernel_size": 3}
+KWARGS = {
+    "channels": 8,
+    "hidden": 16,
+    "pre_taps": 4,
+    "tone_taps": 24,
+    "sag_taps": 16,
+    "sag_dilation": 64,
+}
 BLOCK = 2048
 SILENCE_RMS = 1e-3  # -60 dBFS: segments quieter than this are scored by plain squared error
 WARMUP = 2048  # samples at the start of each segment left out of the loss (>= receptive field)
@@ -133,13 +140,13 @@ def manifest(seconds: float, scores: dict[str, float]) -> dict:
     ratios = {"in_channels": 1, "in_ratio": 1, "out_channels": 1, "out_ratio": 1}
     return {
         "name": "drive",
-        "description": "Causal TCN drive: asymmetric soft clipping between a pre-emphasis, "
-        "a 4 kHz tone filter and a DC blocker",
+        "description": "Drive (Wiener-Hammerstein net): asymmetric soft clipping between a "
+        "pre-emphasis, a 4 kHz tone filter and a DC blocker",
         "sample_rate": synth.SR,
         "channels": 1,
         "block": BLOCK,
         "latency": 0,
-        "class": "model.py:DriveTCN",
+        "class": "model.py:DriveNet",
         "demo": "demo.flac",
         "preset": "drive",
         "kwargs": KWARGS,
@@ -157,17 +164,17 @@ def manifest(seconds: float, scores: dict[str, float]) -> dict:
 
 def main() -> None:
     """Generate data, train, evaluate, write weights, demo and manifest."""
-    args = training.parse_args("drive", "Train the drive TCN effect.")
+    args = training.parse_args("drive", "Train the drive effect.")
     rng = training.seed_everything(SEED)
     train_seconds, test_seconds = (8.0, 2.0) if args.quick else (150.0, 30.0)
-    steps, segment = (10, 8192) if args.quick else (3000, 32768)
+    steps, segment = (10, 8192) if args.quick else (10000, 32768)
     start = time.time()
     dry, wet = make_data(rng, train_seconds)
     test_dry, test_wet = make_data(np.random.default_rng(SEED + 1), test_seconds)
-    model_class = training.load_model_class(MODEL_FILE, "DriveTCN")
+    model_class = training.load_model_class(MODEL_FILE, "DriveNet")
     model = model_class(**KWARGS)
     print(
-        f"DriveTCN {KWARGS}: {training.count_parameters(model)} parameters, "
+        f"DriveNet {KWARGS}: {training.count_parameters(model)} parameters, "
         f"receptive field {model.receptive_field} samples"
     )
     untrained = evaluate(model, test_dry, test_wet)["model"]

@@ -60,6 +60,7 @@ class StreamEngine:
         self.block = int(block or self.model.block)
         self.sample_rate = int(sample_rate or self.model.sample_rate)
         self.device = torch.device(device)
+        self._on_cpu = self.device.type == "cpu"
         self._check_block()
         self.in_frames = self.block // self.spec.in_ratio
         self.out_frames = self.block // self.spec.out_ratio
@@ -129,9 +130,11 @@ class StreamEngine:
             return self._dry_or_silence(dry)
         try:
             with torch.inference_mode():
-                x = torch.from_numpy(dry).to(self.device).unsqueeze(0)
-                y = self._forward(x)[0]
-                return y.detach().to("cpu", torch.float32).numpy()
+                x = torch.from_numpy(dry)[None]
+                y = self._forward(x if self._on_cpu else x.to(self.device))[0]
+                if not self._on_cpu or y.dtype != torch.float32:
+                    y = y.to("cpu", torch.float32)
+                return y.numpy()
         except Exception as error:  # a bended model may fail: the stream must not
             self.stats.errors += 1
             kind = type(error).__name__

@@ -4,7 +4,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run render test lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,14 @@ install: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e ".[test]" "$(TORCH_SPEC)"
 
-# Renders the default model's demo with its preset (the live server will take this over).
+# Plays the default model on its demo (looped) with its preset, on the default audio device
+# (a real-time null backend without a sound card); prints the OSC port and a message to try.
 run: $(BIN)/python
+	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
+	$(BIN)/bendserver serve -m drive -p drive --input models/drive/demo.flac
+
+# Renders the default model's demo with its preset into out/.
+render: $(BIN)/python
 	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
 	$(BIN)/bendserver render models/drive/demo.flac -m drive -p drive -o out/drive_demo.wav --force
 

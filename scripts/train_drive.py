@@ -27,9 +27,9 @@ KWARGS = {
     "channels": 8,
     "hidden": 16,
     "pre_taps": 4,
-    "tone_taps": 24,
-    "sag_taps": 16,
-    "sag_dilation": 64,
+    "tone_taps": 16,
+    "sag_taps": 8,
+    "sag_dilation": 128,
 }
 BLOCK = 2048
 SILENCE_RMS = 1e-3  # -60 dBFS: segments quieter than this are scored by plain squared error

@@ -103,7 +103,7 @@ def test_cli_render_info_and_bench(tmp_path, capsys):
     assert report["weight_apply"]["parameters"] >= 10_000_000
 
 
-def test_make_run_renders_the_demo(tmp_path):
+def test_render_command_renders_the_demo(tmp_path):
     root = Path(__file__).parents[1]
     result = subprocess.run(
         [

@@ -70,9 +70,9 @@ class DriveNet(nn.Module):
         channels: int = 8,
         hidden: int = 16,
         pre_taps: int = 4,
-        tone_taps: int = 24,
-        sag_taps: int = 16,
-        sag_dilation: int = 64,
+        tone_taps: int = 16,
+        sag_taps: int = 8,
+        sag_dilation: int = 128,
     ):
         super().__init__()
         self.pre = CachedConv1d(1, channels, pre_taps)

@@ -8,6 +8,7 @@
 The numbers are printed (run with ``-s`` to see them).
 """
 
+import math
 import os
 import signal
 import subprocess
@@ -38,7 +39,15 @@ RATE, BLOCK = 48000, 256
 PERIOD = BLOCK / RATE
 SOAK_SECONDS = 60
 SOAK_RATE = 1000
-BASELINE_SECONDS = 10  # the same server with no messages first: what the machine does alone
+BASELINE_SECONDS = 15  # the same server with no messages first: what the machine does alone
+
+
+def allowed_xruns(quiet_xruns: int, quiet_seconds: float, seconds: float) -> int:
+    """Xruns a stretch of ``seconds`` may have: none, unless the same server had some in its
+    quiet stretch just before (a machine shared with other work makes its own); then no more
+    than that rate. On a machine to itself the quiet stretch has none, and neither may the
+    loaded one."""
+    return math.ceil(quiet_xruns * seconds / quiet_seconds)
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +121,9 @@ def test_a_minute_at_1000_messages_a_second(jack, replies):
     applied = after["commands"] - before["commands"]
     received = after["received"] - before["received"] - 1  # the /stats query itself
     xruns, late = after["xruns"] - before["xruns"], after["late"] - before["late"]
+    quiet_xruns = before["xruns"] - quiet["xruns"]
     baseline = (
-        f"{BASELINE_SECONDS} s without messages before: xruns {before['xruns'] - quiet['xruns']}, "
+        f"{BASELINE_SECONDS} s without messages before: xruns {quiet_xruns}, "
         f"late {before['late'] - quiet['late']}"
     )
     print(
@@ -127,17 +137,19 @@ def test_a_minute_at_1000_messages_a_second(jack, replies):
     assert received == count and after["dropped"] == 0 and after["osc_errors"] == 0
     assert applied == count, "every message became a command applied at a block"
     assert after["errors"] == 0 and after["pending"] == 0
-    assert xruns == 0, f"{xruns} xruns ({late} late blocks); {baseline}"
+    allowed = allowed_xruns(quiet_xruns, BASELINE_SECONDS, SOAK_SECONDS)
+    assert xruns <= allowed, f"{xruns} xruns ({late} late blocks); {baseline}"
 
 
 def test_a_burst_of_10000_messages(jack, replies):
-    """10 000 messages as fast as one process sends them; 2 quiet seconds first, as a
+    """10 000 messages as fast as one process sends them; 3 quiet seconds first, as a
     baseline."""
     with live_server(replies) as server:
         time.sleep(0.5)
         quiet = server.callback.xruns
-        time.sleep(2.0)
+        time.sleep(3.0)
         xruns_before, commands_before = server.callback.xruns, server.engine.commands.applied
+        started = time.monotonic()
         count = 10_000
         load = spawn_load(server.osc.port, count, 0)
         sent = load.communicate(timeout=60)[0].strip()
@@ -146,6 +158,7 @@ def test_a_burst_of_10000_messages(jack, replies):
             time.sleep(0.05)
         time.sleep(0.2)
         result = stats(server.osc.port, replies)
+        seconds = time.monotonic() - started
         send_python(server.osc.port, "/ping")
         assert replies.wait_for("/pong") == [], "the server still answers"
         applied = server.engine.commands.applied - commands_before
@@ -154,13 +167,15 @@ def test_a_burst_of_10000_messages(jack, replies):
     xruns = result["xruns"] - xruns_before
     print(
         f"\nburst: {sent}; received {received}, lost {lost} (reported dropped "
-        f"{result['dropped']}), applied {applied}, xruns {xruns} (2 quiet seconds before: "
-        f"{xruns_before - quiet}), late {result['late']}, compute max {result['max_ms']:.2f} ms, "
+        f"{result['dropped']}), applied {applied}, xruns {xruns} in {seconds:.1f} s (3 quiet "
+        f"seconds before: {xruns_before - quiet}), late {result['late']}, compute max "
+        f"{result['max_ms']:.2f} ms, "
         f"SO_RCVBUF granted {server.osc.rcvbuf} bytes"
     )
     assert lost == result["dropped"], "every lost message is counted"
     assert applied == received, "every message received is applied"
-    assert xruns == 0 and result["errors"] == 0
+    assert xruns <= allowed_xruns(xruns_before - quiet, 3.0, seconds)
+    assert result["errors"] == 0
 
 
 def first_changed_block(log, after: float, to_silence: bool) -> int:

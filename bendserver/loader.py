@@ -73,10 +73,14 @@ class LoadedModel:
         return self.methods[name]
 
 
-def load_model(source: str | Path | nn.Module | LoadedModel) -> LoadedModel:
-    """Load ``models/<name>``, a model folder, ``path/file.py:Class``, or wrap a module.
+def load_model(
+    source: str | Path | nn.Module | LoadedModel, device: str | torch.device = "cpu"
+) -> LoadedModel:
+    """Load ``models/<name>``, a model folder, ``path/file.py:Class``, or wrap a module, with
+    its weights on ``device``.
 
-    A bare name (``"drive"``) is looked up in the project's ``models/`` folder.
+    A bare name (``"drive"``) is looked up in the project's ``models/`` folder. A module or a
+    loaded model is used as it is (move it to the device before).
     """
     if isinstance(source, LoadedModel):
         return source
@@ -85,7 +89,8 @@ def load_model(source: str | Path | nn.Module | LoadedModel) -> LoadedModel:
     text = str(source)
     if re.fullmatch(r".+\.py:[A-Za-z_]\w*", text):
         file, class_name = text.rsplit(":", 1)
-        return _from_module(class_name, _load_class(Path(file), class_name)())
+        module = _load_class(Path(file), class_name)().to(device)
+        return _from_module(class_name, module)
     path = Path(text)
     if not path.exists() and re.fullmatch(r"[\w-]+", text):
         path = MODELS_DIR / text
@@ -95,10 +100,10 @@ def load_model(source: str | Path | nn.Module | LoadedModel) -> LoadedModel:
             f"no model at {text!r}: give a folder with a manifest.toml, a name from "
             f"{known}, or path/file.py:Class"
         )
-    return _from_folder(path)
+    return _from_folder(path, torch.device(device))
 
 
-def _from_folder(path: Path) -> LoadedModel:
+def _from_folder(path: Path, device: torch.device) -> LoadedModel:
     manifest = _read_manifest(path / "manifest.toml")
     file, class_name = _required(manifest, "class", path).rsplit(":", 1)
     cls = _load_class(path / file, class_name)
@@ -109,7 +114,7 @@ def _from_folder(path: Path) -> LoadedModel:
     versions = manifest.get("versions", {})
     if not versions:
         raise BendingError(f"{path}/manifest.toml lists no [versions] (name = file.safetensors)")
-    weights = {name: _load_weights(path / file) for name, file in versions.items()}
+    weights = {name: _load_weights(path / file, device) for name, file in versions.items()}
     default, *others = weights
     missing, unexpected = module.load_state_dict(weights[default], strict=False)
     if missing or unexpected:
@@ -117,7 +122,7 @@ def _from_folder(path: Path) -> LoadedModel:
             f"{path.name}: version '{default}' does not fit {class_name}: "
             f"missing {missing}, unexpected {unexpected}"
         )
-    module.eval()
+    module.to(device).eval()
     bended = BendedModule(module)
     bended.weight_bank.alias(default)
     for name in others:
@@ -187,7 +192,7 @@ def _load_class(file: Path, class_name: str) -> type[nn.Module]:
     return cls
 
 
-def _load_weights(file: Path) -> dict[str, torch.Tensor]:
+def _load_weights(file: Path, device: torch.device) -> dict[str, torch.Tensor]:
     if not file.is_file():
         raise BendingError(f"no weights file {file}")
-    return load_file(str(file))
+    return load_file(str(file), device=str(device))

@@ -177,3 +177,13 @@ def test_stats_report_percentiles():
     stats = engine.stats_dict()
     assert stats["blocks"] == 10 and stats["errors"] == 0
     assert 0 < stats["p50_ms"] <= stats["p99_ms"] <= stats["max_ms"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_engine_matches_cpu():
+    cpu = tb.StreamEngine("drive", block=BLOCK, fuse=False)
+    gpu = tb.StreamEngine("drive", block=BLOCK, fuse=False, device="cuda")
+    rng = np.random.default_rng(5)
+    for _ in range(4):
+        block = (0.3 * rng.standard_normal((1, BLOCK))).astype(np.float32)
+        np.testing.assert_allclose(gpu.process(block), cpu.process(block), atol=1e-4)

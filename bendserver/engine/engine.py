@@ -53,7 +53,7 @@ class StreamEngine:
     ) -> None:
         if threads is not None:
             torch.set_num_threads(threads)
-        self.model = load_model(model)
+        self.model = load_model(model, device)
         self.bended = self.model.bended
         self.method = method
         self.spec = self.model.method(method)

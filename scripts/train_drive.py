@@ -103,14 +103,7 @@ def train(
         t = t_all[..., offset + WARMUP : offset + WARMUP + segment]
         model.reset_state()
         loss = balanced_esr_loss(model(x)[..., WARMUP:], t, chunks=segment // 4096)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step % 100 == 0 or step == steps - 1:
-            print(
-                f"step {step:5d}  loss {loss.item():.4f}  {time.time() - start:6.1f} s", flush=True
-            )
+        training.step(model, optimizer, loss, step, steps, start)
 
 
 def evaluate(model: torch.nn.Module, dry: np.ndarray, wet: np.ndarray) -> dict[str, float]:

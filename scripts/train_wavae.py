@@ -103,14 +103,7 @@ def train(
         x = x_all[..., offset : offset + segment]
         model.reset_state()
         loss = reconstruction_loss(model(x), x)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if step % 100 == 0 or step == steps - 1:
-            print(
-                f"step {step:5d}  loss {loss.item():.4f}  {time.time() - start:6.1f} s", flush=True
-            )
+        training.step(model, optimizer, loss, step, steps, start)
 
 
 @torch.no_grad()

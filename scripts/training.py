@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,20 @@ def _rounded(data: dict[str, Any]) -> dict[str, Any]:
         else v
         for k, v in data.items()
     }
+
+
+def step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    index: int,
+    steps: int,
+    start: float,
+) -> None:
+    """One optimizer step with gradients clipped to norm 1; progress every 100 steps."""
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    if index % 100 == 0 or index == steps - 1:
+        print(f"step {index:5d}  loss {loss.item():.4f}  {time.time() - start:6.1f} s", flush=True)

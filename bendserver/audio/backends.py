@@ -8,7 +8,6 @@ controlled exactly as live, only nothing is heard.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -16,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import BendingError
+from ..threads import LoopThread
 from .devices import Device, devices, find_device, portaudio, release
 from .priority import AUDIO_WORKER, set_realtime
 
@@ -45,7 +45,7 @@ class NullStatus:
         return self.output_underflow
 
 
-class NullBackend:
+class NullBackend(LoopThread):
     """Calls the callback every ``block / sample_rate`` seconds; nothing is played."""
 
     def __init__(self, callback: Callback, sample_rate: int, block: int, channels: int) -> None:
@@ -54,16 +54,7 @@ class NullBackend:
         self.period = block / sample_rate
         self.name = "null (no sound card: a real-time clock, nothing is heard)"
         self._out = np.zeros((block, channels), dtype=np.float32)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="audio-null", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=2.0)
+        super().__init__("audio-null")
 
     def _run(self) -> None:
         set_realtime(AUDIO_WORKER)  # an audio thread, as PortAudio's would be

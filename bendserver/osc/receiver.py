@@ -14,13 +14,13 @@ import logging
 import socket
 import struct
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
 
 from ..audio.gate import ComputeGate
 from ..errors import BendingError
+from ..threads import LoopThread
 from .access import AccessList
 from .packets import Incoming, MalformedPacket, parse_datagram
 
@@ -38,7 +38,7 @@ Deliver = Callable[[Incoming, str, float], None]
 Refuse = Callable[[str, str], None]
 
 
-class OscReceiver:
+class OscReceiver(LoopThread):
     """Reads OSC datagrams on ``(host, port)`` on its own thread.
 
     Each message of an allowed, well-formed datagram goes to ``deliver(message, sender_host,
@@ -87,18 +87,11 @@ class OscReceiver:
         self.kernel_dropped = 0  #: datagrams the kernel dropped, its buffer full
         self.last_arrival = 0.0  #: arrival time (time.time() clock) of the last datagram
         self.arrivals: deque[float] = deque(maxlen=4096)  #: the last datagrams' arrival times
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="osc-receiver", daemon=True)
+        super().__init__("osc-receiver")
 
-    def start(self) -> None:
-        """Start reading on the receiver thread."""
-        self.thread.start()
-
-    def stop(self) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
         """Stop the thread and close the socket."""
-        self._stop.set()
-        if self.thread.is_alive():
-            self.thread.join(timeout=2.0)
+        super().stop(timeout)
         self.socket.close()
 
     def _run(self) -> None:

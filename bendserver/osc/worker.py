@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,13 +24,14 @@ from ..audio.clock import AudioClock
 from ..audio.gate import ComputeGate
 from ..control import Controller
 from ..errors import BendingError
+from ..threads import LoopThread
 from .packets import Incoming
 from .replies import ReplySender
 
 log = logging.getLogger("bendserver.osc")
 
 
-class ControlWorker:
+class ControlWorker(LoopThread):
     """Dispatches queued messages on its own thread and sends the replies."""
 
     def __init__(
@@ -56,8 +56,7 @@ class ControlWorker:
         self.scheduled = 0  #: messages with a future timetag, passed on with ``at``
         self._budget_block = -1
         self._budget = 0
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="osc-control", daemon=True)
+        super().__init__("osc-control")
 
     # -- called by the receiver thread -------------------------------------------------------
 
@@ -76,16 +75,6 @@ class ControlWorker:
             self.dropped += 1
 
     # -- the worker thread -------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the worker thread."""
-        self.thread.start()
-
-    def stop(self) -> None:
-        """Stop the thread (messages still queued are not applied)."""
-        self._stop.set()
-        if self.thread.is_alive():
-            self.thread.join(timeout=2.0)
 
     def pending(self) -> int:
         """Messages waiting in the queue."""

@@ -1,233 +1,410 @@
-"""The control address space: OSC-style messages turned into engine commands.
+"""The control address space: OSC-style messages turned into engine changes.
 
-One table (:data:`ADDRESSES`) is the single source for what the server accepts, for ``/list``,
-for docs/osc.md and for the checks on the shipped patches. :class:`Controller.dispatch`
-validates a message, submits the engine command (applied at the next block, or at sample
-``at``) and returns the replies to send. Every number may arrive as a float (Pure Data sends
-nothing else): integer and flag arguments accept floats.
+One table (:data:`ADDRESSES`) is the address space: each entry carries its pattern, its argument
+schema and its handler, and :meth:`Controller.dispatch` routes through it alone, so nothing
+outside the table is reachable. The same table gives ``/list addresses``, docs/osc.md and the
+checks on the shipped patches. A message is parsed and checked against its schema before its
+handler runs; a refused message raises a BendingError and changes nothing. Every number may
+arrive as a float (Pure Data sends nothing else): integer and flag arguments accept floats.
+Values read back (``/get``, ``/preset/save``) are those of the engine's pending state: what
+plays once every change sent so far has applied.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .bending.ops import OPS
 from .engine import StreamEngine
+from .engine.state import OP_ID
 from .errors import BendingError
-from .loader import PRESETS_DIR
-from .presets import Preset, preset_path, save_preset
+from .presets import PresetLibrary, check_name
 
 Reply = tuple[str, list[Any]]
+Counters = Callable[[], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument: ``kind`` is ``number`` (finite, within ``low``..``high``), ``flag``
+    (0 or 1), ``text`` (a string) or ``value`` (a number or a string)."""
+
+    name: str
+    kind: str = "number"
+    low: float = -math.inf
+    high: float = math.inf
+
+    @property
+    def label(self) -> str:
+        """How usage lines show the argument."""
+        return "0|1" if self.kind == "flag" else self.name
+
+    def parse(self, value: Any, address: str) -> Any:
+        if self.kind == "text":
+            if not isinstance(value, str):
+                raise BendingError(f"{address}: {self.name} is a string, got {value!r}")
+            return value
+        if self.kind == "value" and isinstance(value, str):
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BendingError(f"{address}: {self.name} is a number, got {value!r}")
+        if not math.isfinite(value):
+            raise BendingError(f"{address}: {self.name} must be finite, got {value!r}")
+        if self.kind == "flag":
+            if value not in (0, 1):
+                raise BendingError(f"{address}: {self.name} is 0 or 1, got {value!r}")
+            return bool(value)
+        if self.kind == "value":
+            return int(value) if float(value).is_integer() else float(value)
+        if not self.low <= value <= self.high:
+            raise BendingError(
+                f"{address}: {self.name} must be in [{self.low:g}, {self.high:g}], got {value!r}"
+            )
+        return float(value)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Arguments: ``required`` ones, then ``optional`` ones, then a ``repeated`` group (at
+    least ``min_repeats`` times). Anything more is refused."""
+
+    required: tuple[Arg, ...] = ()
+    optional: tuple[Arg, ...] = ()
+    repeated: tuple[Arg, ...] = ()
+    min_repeats: int = 0
+
+    def parse(self, address: str, args: Sequence[Any]) -> list[Any]:
+        args = list(args)
+        if len(args) < len(self.required):
+            raise BendingError(f"usage: {address} {self.usage()}")
+        values = [a.parse(v, address) for a, v in zip(self.required, args, strict=False)]
+        rest = args[len(self.required) :]
+        if not self.repeated:
+            if len(rest) > len(self.optional):
+                count = len(self.required) + len(self.optional)
+                raise BendingError(
+                    f"{address} takes at most {count} argument{'s' * (count != 1)}, got "
+                    f"{len(args)}" + (f"; usage: {address} {self.usage()}" if count else "")
+                )
+            return values + [a.parse(v, address) for a, v in zip(self.optional, rest, strict=False)]
+        size = len(self.repeated)
+        if len(rest) % size or len(rest) // size < self.min_repeats:
+            raise BendingError(f"usage: {address} {self.usage()}")
+        group = self.repeated * (len(rest) // size)
+        return values + [a.parse(v, address) for a, v in zip(group, rest, strict=True)]
+
+    def usage(self) -> str:
+        words = [a.label for a in self.required] + [f"[{a.label}]" for a in self.optional]
+        if self.repeated:
+            names = " ".join(a.label for a in self.repeated)
+            words.append(f"{names} [{names} ...]" if self.min_repeats else f"[{names} ...]")
+        return " ".join(words)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A routed message: its table entry and the values of the pattern's ``<names>``."""
+
+    entry: Address
+    path: dict[str, str]
+
+
+Handler = Callable[["Controller", Match, list[Any], "int | None"], "list[Reply] | None"]
 
 
 @dataclass(frozen=True)
 class Address:
-    """One entry of the address space: pattern, arguments, effect."""
+    """One entry of the address space: pattern, arguments, effect, and its handler.
+
+    ``coalesce``: a parameter message whose newest value per address may replace older ones not
+    yet applied (faders); structural messages never are."""
 
     pattern: str
-    args: str
+    schema: Schema
     effect: str
+    handler: Handler
+    coalesce: bool = False
 
+    @property
+    def args(self) -> str:
+        """The arguments as documented (``value [ramp_ms]``)."""
+        return self.schema.usage()
 
-ADDRESSES: tuple[Address, ...] = (
-    Address("/bend/<id>/<param>", "value [ramp_ms]", "set an op parameter, ramped over ramp_ms"),
-    Address("/bend/<id>/enable", "0|1", "switch an op off (pass-through) or on"),
-    Address(
-        "/bend/add",
-        "id Op key [param value ...]",
-        "add an op on the weights/activations matching key (graph rebuilt off the audio thread)",
-    ),
-    Address("/bend/remove", "id", "remove an op"),
-    Address("/bend/clear", "", "remove every op"),
-    Address("/interp", "version weight [version weight ...]", "weights of the version mix"),
-    Address("/version", "name", "switch weight version (stops interpolating)"),
-    Address("/preset/load", "name", "load patches/presets/<name>.json"),
-    Address("/preset/save", "name", "save the current bending as patches/presets/<name>.json"),
-    Address("/engine/gain", "value", "output gain, 0..16"),
-    Address("/engine/mix", "value", "dry/wet mix, 0 (dry) .. 1 (wet)"),
-    Address("/engine/bypass", "0|1", "pass the input through"),
-    Address("/engine/reset", "", "clear the streaming state"),
-    Address("/list", "[weights|activations|bends|versions|ops|addresses]", "reply with names"),
-    Address("/get/<address>", "", "reply with a current value, e.g. /get/bend/mask/prob"),
-    Address("/stats", "", "reply: blocks N late N errors N p50_ms F p99_ms F max_ms F ..."),
-    Address("/ping", "", "reply /pong"),
-)
-
-_ID = re.compile(r"[A-Za-z_]\w*")
+    @property
+    def parts(self) -> list[str]:
+        return self.pattern.strip("/").split("/")
 
 
 class Controller:
-    """Applies control messages to one engine."""
+    """Applies control messages to one engine. ``counters`` adds a server's counters to
+    ``/stats``; ``presets`` is where ``/preset/*`` reads and writes."""
 
-    def __init__(self, engine: StreamEngine, presets: Path = PRESETS_DIR) -> None:
+    def __init__(
+        self,
+        engine: StreamEngine,
+        presets: PresetLibrary | None = None,
+        counters: Counters | None = None,
+    ) -> None:
         self.engine = engine
-        self.presets = presets
+        self.presets = presets or PresetLibrary()
+        self.counters = counters
 
     def dispatch(
         self, address: str, args: Sequence[Any] = (), at: int | None = None
     ) -> list[Reply]:
-        """Apply one message; returns replies. Raises BendingError on a bad message."""
-        parts = address.strip("/").split("/")
-        head, rest = parts[0], parts[1:]
-        handler = getattr(self, f"_{head}", None) if _ID.fullmatch(head or "-") else None
-        if handler is None:
-            raise BendingError(f"unknown address {address}; send /list addresses for the list")
-        return handler(rest, list(args), at) or []
+        """Check and apply one message; returns replies. Raises BendingError on a bad message,
+        having changed nothing."""
+        match = route(address)
+        values = match.entry.schema.parse(address, args)
+        return match.entry.handler(self, match, values, at) or []
 
-    # -- handlers: (path after the head, args, at) -> replies --------------------------------
 
-    def _bend(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        engine = self.engine
-        if rest == ["add"]:
-            _need(args, 3, "/bend/add id Op key [param value ...]")
-            op_id, op_name, key, extra = str(args[0]), str(args[1]), str(args[2]), args[3:]
-            if op_name not in OPS:
-                raise BendingError(f"unknown op {op_name!r}; ops: {sorted(OPS)}")
-            if len(extra) % 2:
-                raise BendingError("/bend/add takes param value pairs after the key")
-            kwargs = {str(k): _option(v) for k, v in zip(extra[::2], extra[1::2], strict=True)}
-            try:
-                op = OPS[op_name](**kwargs)
-            except TypeError as error:
-                raise BendingError(f"bad arguments for {op_name}: {error}") from None
-            engine.add_op(op_id, op, key, at=at)
-        elif rest == ["remove"]:
-            _need(args, 1, "/bend/remove id")
-            engine.remove_op(str(args[0]), at=at)
-        elif rest == ["clear"]:
-            engine.clear_ops(at=at)
-        elif len(rest) == 2 and rest[1] == "enable":
-            _need(args, 1, f"/bend/{rest[0]}/enable 0|1")
-            engine.enable_op(rest[0], _flag(args[0]), at=at)
-        elif len(rest) == 2:
-            _need(args, 1, f"/bend/{rest[0]}/{rest[1]} value [ramp_ms]")
-            ramp = _number(args[1]) if len(args) > 1 else 0.0
-            engine.set_param(rest[0], rest[1], _number(args[0]), ramp_ms=ramp, at=at)
+def route(address: str) -> Match:
+    """Match ``address`` against :data:`ADDRESSES` (literal parts before ``<names>``)."""
+    parts = address.strip("/").split("/") if address.startswith("/") else None
+    if parts:
+        for entry in _ROUTES:
+            path = _match(entry.parts, parts)
+            if path is not None:
+                return Match(entry, path)
+    raise BendingError(f"unknown address {address!r}; send /list addresses for the list")
+
+
+def _match(pattern: list[str], parts: list[str]) -> dict[str, str] | None:
+    path: dict[str, str] = {}
+    for index, word in enumerate(pattern):
+        if word == "<address>":  # the rest of the address, for /get
+            rest = parts[index:]
+            if not rest or not all(rest):
+                return None
+            path["address"] = "/" + "/".join(rest)
+            return path
+        if index >= len(parts):
+            return None
+        if word.startswith("<"):
+            if not OP_ID.fullmatch(parts[index]):
+                return None
+            path[word[1:-1]] = parts[index]
+        elif word != parts[index]:
+            return None
+    return path if len(parts) == len(pattern) else None
+
+
+# -- handlers: (controller, match, parsed args, at) -> replies ---------------------------------
+
+
+def _set_param(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    value, *ramp = args
+    ctl.engine.set_param(m.path["id"], m.path["param"], value, ramp[0] if ramp else 0.0, at=at)
+
+
+def _enable(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.enable_op(m.path["id"], args[0], at=at)
+
+
+def _add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    op_id, op_name, key, *options = args
+    if op_name not in OPS:
+        raise BendingError(f"unknown op {op_name!r}; ops: {sorted(OPS)}")
+    kwargs = dict(zip(options[::2], options[1::2], strict=True))
+    try:
+        op = OPS[op_name](**kwargs)
+    except TypeError as error:
+        raise BendingError(f"bad arguments for {op_name}: {error}") from None
+    ctl.engine.add_op(op_id, op, key, at=at)
+
+
+def _remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.remove_op(args[0], at=at)
+
+
+def _clear(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.clear_ops(at=at)
+
+
+def _interp(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.set_interpolation(dict(zip(args[::2], args[1::2], strict=True)), at=at)
+
+
+def _version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.set_version(args[0], at=at)
+
+
+def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.load_preset(ctl.presets.load(check_name(args[0])), at=at)
+
+
+def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    name, *overwrite = args
+    preset = ctl.engine.preset(check_name(name), at=at)
+    ctl.presets.save(preset, overwrite=bool(overwrite and overwrite[0]))
+    return [("/preset/saved", [name])]
+
+
+def _engine_setting(setter: Callable[..., None]) -> Handler:
+    """A handler calling ``setter(engine, value, at=at)`` (``StreamEngine.set_gain``...)."""
+
+    def handler(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+        setter(ctl.engine, args[0], at=at)
+
+    return handler
+
+
+def _reset(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.request_reset(at=at)
+
+
+def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    what = args[0] if args else "addresses"
+    engine = ctl.engine
+    state = engine.state
+    listings: dict[str, Callable[[], list[Any]]] = {
+        "addresses": lambda: [a.pattern for a in ADDRESSES],
+        "weights": lambda: engine.bended.weight_names,
+        "activations": lambda: engine.bended.activation_names(engine.method),
+        "versions": lambda: engine.versions,
+        "ops": lambda: state.op_ids,
+        "types": lambda: sorted(OPS),
+        "bends": lambda: [f"/bend/{op.op_id}/{name}" for op in state.ops for name, _ in op.params],
+        "presets": ctl.presets.names,
+    }
+    if what not in listings:
+        raise BendingError(f"/list takes one of {sorted(listings)}")
+    return [(f"/list/{what}", list(listings[what]()))]
+
+
+def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    address = m.path["address"]
+    state = ctl.engine.state
+    parts = address.strip("/").split("/")
+    if len(parts) == 3 and parts[0] == "bend":
+        op = state.op(parts[1])
+        if parts[2] == "enable":
+            value: Any = float(op.enabled)
         else:
-            raise BendingError("unknown /bend address; see /list addresses")
-        return []
-
-    def _interp(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        if rest or not args or len(args) % 2:
-            raise BendingError("/interp takes version weight pairs")
-        mix = {str(v): _number(w) for v, w in zip(args[::2], args[1::2], strict=True)}
-        self.engine.set_interpolation(mix, at=at)
-        return []
-
-    def _version(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        _need(args, 1, "/version name")
-        self.engine.set_version(str(args[0]), at=at)
-        return []
-
-    def _preset(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        _need(args, 1, f"/preset/{'/'.join(rest)} name")
-        name = str(args[0])
-        path = preset_path(name, self.presets)
-        if rest == ["load"]:
-            self.engine.load_preset(path, at=at)
-        elif rest == ["save"]:
-            bank = self.engine.bank
-            preset = Preset(
-                name=name,
-                config=self.engine.bending_config().to_dict(),
-                version=bank.version,
-                interpolation=bank.mix,
-                gain=self.engine.gain,
-                mix=self.engine.mix,
-                model=self.engine.model.name,
-            )
-            save_preset(preset, self.presets)
-            return [("/preset/saved", [name])]
-        else:
-            raise BendingError("unknown /preset address: /preset/load or /preset/save")
-        return []
-
-    def _engine(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        engine = self.engine
-        setters = {"gain": engine.set_gain, "mix": engine.set_mix}
-        if len(rest) == 1 and rest[0] in setters:
-            _need(args, 1, f"/engine/{rest[0]} value")
-            setters[rest[0]](_number(args[0]), at=at)
-        elif rest == ["bypass"]:
-            _need(args, 1, "/engine/bypass 0|1")
-            engine.set_bypass(_flag(args[0]), at=at)
-        elif rest == ["reset"]:
-            engine.request_reset(at=at)
-        else:
-            raise BendingError("unknown /engine address; see /list addresses")
-        return []
-
-    def _list(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        what = str(args[0]) if args else "addresses"
-        bended = self.engine.bended
-        listings = {
-            "weights": lambda: bended.weight_names,
-            "activations": lambda: bended.activation_names(self.engine.method),
-            "versions": lambda: bended.versions,
-            "ops": lambda: sorted(OPS),
-            "bends": self._bends,
-            "addresses": lambda: [a.pattern for a in ADDRESSES],
-        }
-        if what not in listings:
-            raise BendingError(f"/list takes one of {sorted(listings)}")
-        return [(f"/list/{what}", list(listings[what]()))]
-
-    def _bends(self) -> list[str]:
-        return [
-            f"/bend/{op_id}/{param}" for op_id, op in self.engine.ops.items() for param in op.params
-        ]
-
-    def _get(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        address = "/" + "/".join(rest)
-        engine = self.engine
-        if len(rest) == 3 and rest[0] == "bend":
-            op = engine.op(rest[1])
-            value = float(op.enabled) if rest[2] == "enable" else op.get(rest[2])
-        elif rest in (["engine", "gain"], ["engine", "mix"], ["engine", "bypass"]):
-            value = float(getattr(engine, rest[1]))
-        elif rest == ["version"]:
-            value = engine.bank.version
-        elif rest == ["interp"]:
-            mix = engine.bank.mix or {engine.bank.version: 1.0}
-            return [("/get/interp", [x for pair in mix.items() for x in pair])]
-        else:
-            raise BendingError(f"nothing to get at {address}")
-        return [(f"/get{address}", [value])]
-
-    def _stats(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        flat: list[Any] = []
-        for key, value in self.engine.stats_dict().items():
-            flat += [key, round(value, 3) if isinstance(value, float) else value]
-        return [("/stats", flat)]
-
-    def _ping(self, rest: list[str], args: list[Any], at: int | None) -> list[Reply]:
-        return [("/pong", [])]
+            ctl.engine.op(parts[1]).param(parts[2])  # a clear error for an unknown parameter
+            value = op.param(parts[2])
+    elif parts[0] == "engine" and len(parts) == 2 and parts[1] in ("gain", "mix", "bypass"):
+        value = float(getattr(state, parts[1]))
+    elif parts == ["version"]:
+        value = state.version
+    elif parts == ["interp"]:
+        mix = state.interpolation or {state.version: 1.0}
+        return [("/get/interp", [x for pair in mix.items() for x in pair])]
+    else:
+        raise BendingError(f"nothing to get at {address}; see /list addresses")
+    return [(f"/get{address}", [value])]
 
 
-def _need(args: list[Any], count: int, usage: str) -> None:
-    if len(args) < count:
-        raise BendingError(f"usage: {usage}")
+def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    stats = ctl.engine.stats_dict()
+    ordered = {"blocks": stats.pop("blocks"), **(ctl.counters() if ctl.counters else {}), **stats}
+    flat: list[Any] = []
+    for key, value in ordered.items():
+        flat += [key, round(value, 3) if isinstance(value, float) else value]
+    return [("/stats", flat)]
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BendingError(f"expected a number, got {value!r}")
-    if not math.isfinite(value):
-        raise BendingError(f"expected a finite number, got {value!r}")
-    return float(value)
+def _ping(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    return [("/pong", [])]
 
 
-def _flag(value: Any) -> bool:
-    return _number(value) != 0.0
+_NAMEARG = Arg("name", "text")
 
+ADDRESSES: tuple[Address, ...] = (
+    Address(
+        "/bend/<id>/<param>",
+        Schema((Arg("value"),), (Arg("ramp_ms", low=0.0, high=600_000.0),)),
+        "set an op parameter, ramped over ramp_ms",
+        _set_param,
+        coalesce=True,
+    ),
+    Address(
+        "/bend/<id>/enable",
+        Schema((Arg("on", "flag"),)),
+        "switch an op off (0: pass-through) or on (1)",
+        _enable,
+        coalesce=True,
+    ),
+    Address(
+        "/bend/add",
+        Schema(
+            (Arg("id", "text"), Arg("Op", "text"), Arg("key", "text")),
+            (),
+            (
+                Arg("param", "text"),
+                Arg("value", "value"),
+            ),
+        ),
+        "add an op on the weights/activations matching key (graph rebuilt off the audio thread)",
+        _add,
+    ),
+    Address("/bend/remove", Schema((Arg("id", "text"),)), "remove an op", _remove),
+    Address("/bend/clear", Schema(), "remove every op", _clear),
+    Address(
+        "/interp",
+        Schema(repeated=(Arg("version", "text"), Arg("weight")), min_repeats=1),
+        "weights of the version mix (normalised)",
+        _interp,
+        coalesce=True,
+    ),
+    Address(
+        "/version", Schema((_NAMEARG,)), "switch weight version (ends interpolating)", _version
+    ),
+    Address(
+        "/preset/load",
+        Schema((_NAMEARG,)),
+        "load a preset: the user's presets folder first, then the shipped presets",
+        _preset_load,
+    ),
+    Address(
+        "/preset/save",
+        Schema((_NAMEARG,), (Arg("overwrite", "flag"),)),
+        "save the bending into the user's presets folder (1: replace one of that name)",
+        _preset_save,
+    ),
+    Address(
+        "/engine/gain",
+        Schema((Arg("value", low=0.0, high=16.0),)),
+        "output gain, 0..16",
+        _engine_setting(StreamEngine.set_gain),
+        coalesce=True,
+    ),
+    Address(
+        "/engine/mix",
+        Schema((Arg("value", low=0.0, high=1.0),)),
+        "dry/wet mix, 0 (dry) .. 1 (wet)",
+        _engine_setting(StreamEngine.set_mix),
+        coalesce=True,
+    ),
+    Address(
+        "/engine/bypass",
+        Schema((Arg("on", "flag"),)),
+        "pass the input through",
+        _engine_setting(StreamEngine.set_bypass),
+        coalesce=True,
+    ),
+    Address("/engine/reset", Schema(), "clear the streaming state", _reset),
+    Address(
+        "/list",
+        Schema((), (Arg("what", "text"),)),
+        "reply with names: addresses, weights, activations, versions, ops, types, bends, presets",
+        _list,
+    ),
+    Address(
+        "/get/<address>",
+        Schema(),
+        "reply with a pending value, e.g. /get/bend/mask/prob",
+        _get,
+    ),
+    Address(
+        "/stats", Schema(), "reply: blocks N late N errors N p50_ms F p99_ms F max_ms F ...", _stats
+    ),
+    Address("/ping", Schema(), "reply /pong", _ping),
+)
 
-def _option(value: Any) -> Any:
-    """Constructor arguments from OSC: integral floats become ints (dim, seed), strings stay."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+#: The table in routing order: patterns with more literal parts first.
+_ROUTES = sorted(ADDRESSES, key=lambda a: -sum(not p.startswith("<") for p in a.parts))

@@ -275,6 +275,16 @@ class BendedModule:
             return
         if not isinstance(op, BendingOp):
             raise BendingError(f"bend() takes a bending op or a BendingConfig, got {op!r}")
+        weights, activations = self.targets(op, *keys)
+        for name in weights:
+            self._weights.add_op(name, op)
+        self._bends.append(_Bend(op, tuple(keys), tuple(weights), activations))
+        if activations:
+            self._runners.clear()
+
+    def targets(self, op: BendingOp, *keys: str) -> tuple[list[str], bool]:
+        """The weights ``keys`` make ``op`` bend, and whether they also match activations;
+        raises a BendingError when a key matches nothing or the op cannot bend what it matches."""
         if not keys:
             raise BendingError("bend(op, *keys) needs at least one key (a regular expression)")
         weights: list[str] = []
@@ -285,11 +295,9 @@ class BendedModule:
             activations = activations or any(n not in self._weights.slots for n in names)
         if activations and not op.bends_activations:
             raise BendingError(f"{op!r} bends weights only; keys {keys} match activations")
-        for name in weights:
-            self._weights.add_op(name, op)
-        self._bends.append(_Bend(op, tuple(keys), tuple(weights), activations))
-        if activations:
-            self._runners.clear()
+        if weights and not op.bends_weights:
+            raise BendingError(f"{op!r} bends activations only, not weights like '{weights[0]}'")
+        return weights, activations
 
     def unbend(self, op: BendingOp) -> None:
         """Remove ``op`` from every weight and activation it bends."""
@@ -416,28 +424,40 @@ class BendedModule:
     def _runner(self, fn: str) -> _Runner:
         """The bended graph module of ``fn``, built once per set of activation ops."""
         runner = self._runners.get(fn)
-        if runner is not None:
-            return runner
+        if runner is None:
+            bends = [(b.op, b.keys) for b in self._bends if b.activations]
+            runner = self._runners[fn] = self._build(fn, bends)
+        return runner
+
+    def build(
+        self, fn: str, bends: Sequence[tuple[BendingOp, Sequence[str]]]
+    ) -> torch.fx.GraphModule:
+        """A bended graph module of ``fn`` with the given activation ``(op, keys)`` bends, in
+        order, whatever this module's own bends are: for an engine that keeps its own. An op
+        keeps its per-activation state across builds until :meth:`release`."""
+        return self._build(fn, bends).module
+
+    def release(self, op: BendingOp) -> None:
+        """Forget the per-activation state of ``op`` (an engine no longer uses it)."""
+        self._bound = {k: v for k, v in self._bound.items() if v[0] is not op}
+
+    def _build(self, fn: str, bends: Sequence[tuple[BendingOp, Sequence[str]]]) -> _Runner:
         graph = self._graph(fn)
         nodes = {node.name: node for node in activation_nodes(graph)}
         order: list[tuple[str, str]] = []
         extra: dict[str, BoundOp] = {}
-        for bend in self._bends:
-            if not bend.activations:
-                continue
-            for name in self._bend_targets(bend, fn):
-                bound = self._bind(bend.op, fn, nodes[name])
+        for op, keys in bends:
+            for name in self._bend_targets(keys, fn):
+                bound = self._bind(op, fn, nodes[name])
                 module_name = f"bend_{len(order)}"
                 order.append((name, module_name))
                 extra[module_name] = bound
         graph, bended_nodes = insert_ops(graph, order)
-        runner = _Runner(graph_module(graph, [self._shadow], extra), bended_nodes)
-        self._runners[fn] = runner
-        return runner
+        return _Runner(graph_module(graph, [self._shadow], extra), bended_nodes)
 
-    def _bend_targets(self, bend: _Bend, fn: str) -> list[str]:
+    def _bend_targets(self, keys: Sequence[str], fn: str) -> list[str]:
         names: list[str] = []
-        for key in bend.keys:
+        for key in keys:
             key_fn, pattern = self._split_key(key)
             if key_fn in (None, fn):
                 names += [n for n in self._matching_activations(pattern, fn) if n not in names]

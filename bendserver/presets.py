@@ -1,9 +1,15 @@
-"""Bending presets: JSON files under ``patches/presets`` (a config plus weight and engine
-settings). Names never escape that folder; paths are for trusted callers (the command line)."""
+"""Bending presets: JSON files (a config plus weight and engine settings) found by name.
+
+A :class:`PresetLibrary` looks in the user's presets folder first, then in the shipped presets,
+which are never written: a preset is saved in the user's folder, and replacing one (or shadowing
+a shipped one) takes an explicit overwrite. Names never escape these folders; paths are for
+trusted callers (the command line).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,38 +33,97 @@ class Preset:
     gain: float = 1.0
     mix: float = 1.0
     model: str | None = None
+    disabled: list[str] = field(default_factory=list)  #: ids of ops switched off
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.config,
+            "disabled": list(self.disabled),
             "model": self.model,
             "weights": {"version": self.version, "interpolation": self.interpolation},
             "engine": {"gain": self.gain, "mix": self.mix},
         }
 
 
-def preset_path(name: str, folder: Path = PRESETS_DIR) -> Path:
-    """The file of preset ``name``: a plain name, never a path."""
+def user_presets_dir() -> Path:
+    """The user's presets: ``$BENDSERVER_HOME/presets``, else under ``$XDG_DATA_HOME`` (or
+    ``~/.local/share``) ``/bendserver/presets``."""
+    home = os.environ.get("BENDSERVER_HOME")
+    if home:
+        return Path(home) / "presets"
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "bendserver" / "presets"
+
+
+def check_name(name: Any) -> str:
+    """A preset name: a plain name, never a path."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise BendingError(
             f"preset names are letters, digits, '-' and '_' (at most 64), got {name!r}"
         )
-    return folder / f"{name}.json"
+    return name
 
 
-def load_preset(source: str | Path, folder: Path = PRESETS_DIR) -> Preset:
-    """Read a preset by name (from ``folder``) or, given a ``Path`` or a ``.json`` path, a file."""
+class PresetLibrary:
+    """Presets by name: the user's folder (``user``), then the shipped ones (``shipped``)."""
+
+    def __init__(self, user: Path | None = None, shipped: Path = PRESETS_DIR) -> None:
+        self.user = user_presets_dir() if user is None else Path(user)
+        self.shipped = Path(shipped)
+
+    def names(self) -> list[str]:
+        return sorted(
+            {p.stem for folder in (self.user, self.shipped) for p in folder.glob("*.json")}
+        )
+
+    def path(self, name: str) -> Path:
+        """The file preset ``name`` is read from (the user's copy first)."""
+        check_name(name)
+        for folder in (self.user, self.shipped):
+            if (folder / f"{name}.json").is_file():
+                return folder / f"{name}.json"
+        raise BendingError(f"no preset {name!r}; presets: {self.names()}")
+
+    def load(self, name: str) -> Preset:
+        return read_preset(self.path(name))
+
+    def save(self, preset: Preset, overwrite: bool = False) -> Path:
+        """Write ``preset`` into the user's folder; replacing a preset of that name (the
+        user's, or shadowing a shipped one) needs ``overwrite``."""
+        target = self.user / f"{check_name(preset.name)}.json"
+        if not overwrite:
+            if target.exists():
+                raise BendingError(
+                    f"preset '{preset.name}' exists ({target}): save under another name, or "
+                    f"overwrite it explicitly (/preset/save {preset.name} 1, or --force)"
+                )
+            if (self.shipped / target.name).exists():
+                raise BendingError(
+                    f"'{preset.name}' is a shipped preset (read-only): save under another name, "
+                    f"or overwrite explicitly to keep your own copy in {self.user}"
+                )
+        self.user.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(preset.to_dict(), indent=2) + "\n", encoding="utf-8")
+        return target
+
+
+def load_preset(source: str | Path, library: PresetLibrary | None = None) -> Preset:
+    """Read a preset by name (from ``library``) or, given a ``Path`` or a ``.json`` path, a file."""
     if isinstance(source, Path) or str(source).endswith(".json"):
-        path = Path(source)
-    else:
-        path = preset_path(str(source), folder)
+        return read_preset(Path(source))
+    return (library or PresetLibrary()).load(str(source))
+
+
+def read_preset(path: Path) -> Preset:
+    """Read and check one preset file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        known = sorted(p.stem for p in folder.glob("*.json"))
-        raise BendingError(f"no preset {str(source)!r}; presets: {known}") from None
+        raise BendingError(f"no preset file {path}") from None
     except json.JSONDecodeError as error:
         raise BendingError(f"preset {path.name} is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise BendingError(f"preset {path.name} is not a JSON object")
     BendingConfig.from_dict(data)  # validates ops and bends before anything is applied
     weights, engine = data.get("weights") or {}, data.get("engine") or {}
     return Preset(
@@ -69,12 +134,5 @@ def load_preset(source: str | Path, folder: Path = PRESETS_DIR) -> Preset:
         gain=float(engine.get("gain", 1.0)),
         mix=float(engine.get("mix", 1.0)),
         model=data.get("model"),
+        disabled=[str(op_id) for op_id in data.get("disabled", [])],
     )
-
-
-def save_preset(preset: Preset, folder: Path = PRESETS_DIR) -> Path:
-    """Write ``preset`` under its name in ``folder``."""
-    path = preset_path(preset.name, folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(preset.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return path

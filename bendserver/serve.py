@@ -33,10 +33,11 @@ from .audio import (
     has_default_output,
     output_devices,
 )
+from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, load_model
-from .osc import OscService, ServerController
+from .osc import OscService
 
 log = logging.getLogger("bendserver.serve")
 
@@ -87,7 +88,7 @@ class Server:
         processor_class = DirectProcessor if options.latency_mode == "direct" else ThreadedProcessor
         self.processor = processor_class(engine, self.device_block, self.gate)
         self.source, device_input = _source(options.input, engine, self.device_block)
-        self.controller = ServerController(engine, self.counters)
+        self.controller = Controller(engine, counters=self.counters)
         self._parts: list[Any] = []  # what to stop, in order
         self.recorder: Recorder | None = None
         try:

@@ -26,10 +26,10 @@ Pd's `[netreceive -u -b 9001]` receive the replies. `bendserver render --score` 
 addresses as timed lines of text.
 
 ```sh
-oscsend localhost 9000 /bend/mask/prob f 0.3     # set a parameter at the next block
-oscsend localhost 9000 /bend/mask/prob f 0.9 500 # ... ramped over 500 ms
-oscsend localhost 9000 /stats                    # reply: /stats blocks N xruns N ...
-oscdump 9001                                     # watch the replies
+oscsend localhost 9000 /bend/mask/prob f 0.3       # set a parameter at the next block
+oscsend localhost 9000 /bend/mask/prob ff 0.9 500  # ... ramped over 500 ms
+oscsend localhost 9000 /stats                      # reply: /stats blocks N xruns N ...
+oscdump 9001                                       # watch the replies
 ```
 
 ## Addresses
@@ -47,8 +47,12 @@ NOTES = """
 - Numbers may be sent as `f`, `i` or `d`; Pure Data sends every number as a float, so integer
   and on/off arguments accept floats (`1.0` is on). Strings are `s`. Other OSC types (blobs,
   arrays, MIDI, ...) are refused as malformed.
-- A value outside its range, not finite (NaN, inf), of the wrong type, or an unknown address or
-  op is refused with a reply `/error <address> <message>`, and nothing changes.
+- A value outside its range, not finite (NaN, inf), of the wrong type, more arguments than the
+  address takes, or an unknown address or op is refused with a reply
+  `/error <address> <message>`, and nothing changes. Only the addresses of this table are
+  reachable.
+- Values read back (`/get`, `/preset/save`) are those of the pending state: what plays once
+  every message sent so far has applied (a ramp's target, a change scheduled by a timetag).
 
 ## Replies
 
@@ -84,7 +88,10 @@ packets are handled at once.
 The server listens on `127.0.0.1` unless `--osc-host` says otherwise. Packets from addresses
 outside `127.0.0.0/8` and the networks given with `--allow CIDR` (e.g. `--allow
 192.168.1.0/24`) are dropped and counted (`denied`). Preset names are plain names: a preset
-never reads or writes outside `patches/presets`.
+is read from the user's presets folder (`$BENDSERVER_HOME/presets`, by default
+`~/.local/share/bendserver/presets`) or the shipped presets, and written only to the user's
+folder; the shipped presets are never written, and replacing a preset takes
+`/preset/save name 1`.
 """
 
 

@@ -6,6 +6,7 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver.control import ADDRESSES, Controller
+from bendserver.presets import PresetLibrary
 
 ONES = np.ones((1, 256), dtype=np.float32)
 
@@ -14,7 +15,7 @@ ONES = np.ones((1, 256), dtype=np.float32)
 def control(tmp_path):
     engine = tb.StreamEngine(Identity(), block=256, fuse=False)
     engine.bended.create_version("double", {"gain.weight": 2 * engine.model.module.gain.weight})
-    return Controller(engine, presets=tmp_path)
+    return Controller(engine, presets=PresetLibrary(tmp_path / "user", tmp_path / "shipped"))
 
 
 def _level(control):
@@ -63,7 +64,7 @@ def test_presets_save_and_load(control, tmp_path):
     control.dispatch("/bend/add", ["g", "Scale", "gain", "value", 0.5])
     control.dispatch("/version", ["double"])
     assert control.dispatch("/preset/save", ["half"]) == [("/preset/saved", ["half"])]
-    assert (tmp_path / "half.json").is_file()
+    assert (tmp_path / "user" / "half.json").is_file()
     control.dispatch("/bend/clear")
     control.dispatch("/version", ["_default"])
     assert _level(control) == 1.0
@@ -91,11 +92,15 @@ def test_queries(control):
         ("/bend/g/value", [1.0], "no op 'g'"),
         ("/bend/add", ["g", "Wobble", "gain"], "unknown op"),
         ("/bend/add", ["g", "Scale", "nothing"], "matches no weight"),
-        ("/bend/add", ["g", "Scale", "gain", "value"], "pairs"),
+        ("/bend/add", ["g", "Scale", "gain", "value"], "usage: /bend/add id Op key"),
         ("/bend/add", ["g", "Scale", "gain", "factor", 2.0], "bad arguments"),
-        ("/engine/gain", ["loud"], "expected a number"),
+        ("/engine/gain", ["loud"], "value is a number"),
+        ("/engine/gain", [20.0], r"in \[0, 16\]"),
         ("/engine/gain", [float("nan")], "finite"),
-        ("/interp", ["double"], "pairs"),
+        ("/interp", ["double"], "usage: /interp version weight"),
+        ("/bend/g/value", [0.5, 1000, 7], "takes at most 2 arguments"),
+        ("/engine/bypass", [2], "0 or 1"),
+        ("/ping", [1], "takes at most 0 arguments"),
         ("/version", ["nope"], "no version"),
         ("/preset/load", ["../../etc/passwd"], "preset names"),
         ("/preset/load", ["missing"], "no preset"),

@@ -15,6 +15,7 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver.audio import AudioClock, ComputeGate
+from bendserver.control import Controller
 from bendserver.osc import (
     AccessList,
     ControlWorker,
@@ -22,7 +23,6 @@ from bendserver.osc import (
     MalformedPacket,
     OscReceiver,
     ReplySender,
-    ServerController,
     encode,
     parse_datagram,
 )
@@ -230,16 +230,12 @@ def test_worker_counts_what_a_full_queue_drops(engine):
 
 
 def test_stats_carry_the_server_counters(engine):
-    controller = ServerController(engine, lambda: {"xruns": 2, "received": 7})
+    controller = Controller(engine, counters=lambda: {"xruns": 2, "received": 7})
     address, flat = controller.dispatch("/stats")[0]
     keys = flat[::2]
     assert address == "/stats"
     assert keys[:3] == ["blocks", "xruns", "received"] and "p99_ms" in keys
     assert dict(zip(keys, flat[1::2], strict=True))["xruns"] == 2
-
-
-def Controller(engine):  # noqa: N802 - reads like the class it builds
-    return ServerController(engine, lambda: {})
 
 
 # -- the receiver socket -----------------------------------------------------------------------

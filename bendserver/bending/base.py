@@ -9,10 +9,9 @@ an in-place write that the next call sees, with no retrace and no graph rebuild.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +89,8 @@ class BendingOp(nn.Module):
         self.revision = 0
         #: A disabled op passes its input through (switched at block boundaries by the engine).
         self.enabled = True
+        #: Set by an engine playing this op: ``set`` submits the change there instead.
+        self.on_set: Callable[[str, float], None] | None = None
         unknown = set(values) - set(self.params)
         if unknown:
             raise BendingError(
@@ -108,23 +109,15 @@ class BendingOp(nn.Module):
     # -- live parameters ---------------------------------------------------------------------
 
     def set(self, name: str, value: float) -> None:
-        """Write a parameter in place; the next call sees it."""
+        """Write a parameter in place; the next call sees it. An op that an engine plays
+        submits the change to the engine instead, applied at its next block."""
+        if self.on_set is not None:
+            self.on_set(name, value)
+            return
         param = self.param(name)
         number = param.validate(self.name, value)
         self.value_tensor(name).fill_(number)
         self.revision += 1
-
-    @contextlib.contextmanager
-    def overridden(self, name: str, value: float) -> Iterator[None]:
-        """Within the block, parameter ``name`` reads ``value`` (to prepare weights with a value
-        before it applies); the old value is put back after."""
-        tensor = self.value_tensor(name)
-        old = float(tensor)
-        tensor.fill_(self.param(name).validate(self.name, value))
-        try:
-            yield
-        finally:
-            tensor.fill_(old)
 
     def get(self, name: str) -> float:
         self.param(name)

@@ -40,6 +40,8 @@ class WeightBank:
             DEFAULT_VERSION: {name: p for name, p in module.named_parameters()}
         }
         self.version = DEFAULT_VERSION
+        #: The name the module's own weights go by (see :meth:`alias`).
+        self.default_name = DEFAULT_VERSION
         self.mix: dict[str, float] | None = None
         self.ops: dict[str, list[tuple[BendingOp, State]]] = {}
         self._revisions: dict[int, int] = {}
@@ -98,29 +100,36 @@ class WeightBank:
         """Give the module's own weights another name too (a manifest's first version)."""
         if name != DEFAULT_VERSION:
             self.versions[name] = self.versions[DEFAULT_VERSION]
+            self.default_name = name
+
+    @property
+    def named_versions(self) -> list[str]:
+        """The versions by the names a user gave them (the module's own weights appear once:
+        under their alias if they have one)."""
+        return [v for v in self.versions if v != DEFAULT_VERSION or self.default_name == v]
 
     def select(self, version: str | None) -> None:
         version = DEFAULT_VERSION if version is None else version
-        self._check_version(version)
+        self.check_version(version)
         self.version = version
         self.refresh()
 
     def set_mix(self, mix: Mapping[str, float] | None) -> None:
         """Weights of a normalised sum of versions; ``None`` goes back to the selected version."""
-        if mix is not None:
-            mix = {name: float(w) for name, w in mix.items()}
-            for name in mix:
-                self._check_version(name)
-            total = sum(mix.values())
-            if not all(map(_finite, mix.values())) or abs(total) < 1e-12:
-                raise BendingError(
-                    f"interpolation weights must be finite and not sum to 0, got {mix}"
-                )
-            mix = {name: w / total for name, w in mix.items()}
-        self.mix = mix
+        self.mix = None if mix is None else self.normalised(mix)
         self.refresh()
 
-    def _check_version(self, name: str) -> None:
+    def normalised(self, mix: Mapping[str, float]) -> dict[str, float]:
+        """``mix`` checked (known versions, finite weights, a non-zero sum) and summing to 1."""
+        mix = {name: float(w) for name, w in mix.items()}
+        for name in mix:
+            self.check_version(name)
+        total = sum(mix.values())
+        if not all(map(_finite, mix.values())) or abs(total) < 1e-12:
+            raise BendingError(f"interpolation weights must be finite and not sum to 0, got {mix}")
+        return {name: w / total for name, w in mix.items()}
+
+    def check_version(self, name: str) -> None:
         if name not in self.versions:
             raise BendingError(f"no version '{name}'; versions are {sorted(self.versions)}")
 
@@ -175,9 +184,11 @@ class WeightBank:
 
     def source(self, name: str, mix: Mapping[str, float] | None = None) -> torch.Tensor:
         """The unbended weight: the selected version, or a normalised mix of versions."""
-        mix = self.mix if mix is None else mix
+        return self._mixed(name, self.version, self.mix if mix is None else mix)
+
+    def _mixed(self, name: str, version: str, mix: Mapping[str, float] | None) -> torch.Tensor:
         if not mix:
-            return self.versions[self.version][name]
+            return self.versions[version][name]
         return sum(w * self.versions[v][name].detach() for v, w in mix.items())
 
     def compute(
@@ -188,11 +199,27 @@ class WeightBank:
     ) -> torch.Tensor:
         """The bended weight ``name``; ``mix`` and ``enabled`` (op id -> flag) override the
         current interpolation and ops' enabled flags, to prepare a change before it applies."""
-        weight = self.source(name, mix).detach()
-        for op, state in self.ops.get(name, ()):
-            if (enabled or {}).get(id(op), op.enabled):
+        ops = [
+            (op, state)
+            for op, state in self.ops.get(name, ())
+            if (enabled or {}).get(id(op), op.enabled)
+        ]
+        return self.bended(name, self.version, mix if mix is not None else self.mix, ops)
+
+    def bended(
+        self,
+        name: str,
+        version: str,
+        mix: Mapping[str, float] | None,
+        ops: Iterable[tuple[BendingOp, State]],
+    ) -> torch.Tensor:
+        """Weight ``name`` of ``version`` (or of a normalised ``mix``) through a chain of
+        ``(op, per-weight state)``: the pure form, for an engine that keeps its own state."""
+        with torch.no_grad():
+            weight = self._mixed(name, version, mix).detach()
+            for op, state in ops:
                 weight = op.apply(weight, state)
-        return weight
+            return weight
 
     def prepare(self, names: Iterable[str] | None = None, **overrides) -> dict[str, torch.Tensor]:
         """New tensors for ``names`` (all weights by default), computed without touching the

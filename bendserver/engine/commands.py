@@ -1,43 +1,56 @@
 """Commands from the control side to the audio thread, and parameter ramps.
 
-The control side (OSC, a score, Python) does the heavy part of a change itself (validation,
-weight tensors, graph rebuilds) and submits a :class:`Command` whose ``apply`` is cheap: a few
-pointer swaps or in-place scalar writes. The audio thread drains the queue at each block
-boundary and applies every command that is due.
+The control side prepares everything heavy (weight tensors, graph modules) and submits a
+:class:`Command` holding it; the audio thread drains the queue at each block boundary and applies
+every command that is due, in sample-time order. Applied (and cancelled) commands go back to the
+control side through :attr:`CommandQueue.released`, with whatever they replaced, to be freed
+there: the audio thread never frees a tensor or a graph module.
 """
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import queue
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 
 @dataclass(order=True)
 class Command:
-    """A change applied at the first block that starts at or after sample ``at`` (None: next)."""
+    """A payload applied at the first block that starts at or after sample ``at`` (-1: next)."""
 
     at: int
     seq: int
-    apply: Callable[[], None] = field(compare=False)
+    payload: Any = field(compare=False)
     what: str = field(default="", compare=False)
+    #: Set by the control side when a later command replaces this one before it applies.
+    cancelled: bool = field(default=False, compare=False)
+    #: Set by the audio thread once the command has been applied (or skipped, if cancelled).
+    done: bool = field(default=False, compare=False)
 
 
 class CommandQueue:
-    """Submitted from any thread; drained by the audio thread only."""
+    """Submitted from the control side; drained by the audio thread only."""
 
     def __init__(self) -> None:
         self._incoming: queue.SimpleQueue[Command] = queue.SimpleQueue()
         self._timeline: list[Command] = []
         self._seq = itertools.count()
-        self.applied = 0
+        self._submitted = 0
+        self.applied = 0  #: commands applied (audio thread)
+        self.finished = 0  #: commands applied or skipped as cancelled (audio thread)
+        #: Commands done with, handed back for the control side to drop (freeing what they hold).
+        self.released: collections.deque[Command] = collections.deque()
 
-    def submit(self, apply: Callable[[], None], at: int | None = None, what: str = "") -> None:
-        self._incoming.put(Command(-1 if at is None else int(at), next(self._seq), apply, what))
+    def submit(self, payload: Any, at: int | None = None, what: str = "") -> Command:
+        command = Command(-1 if at is None else int(at), next(self._seq), payload, what)
+        self._submitted += 1
+        self._incoming.put(command)
+        return command
 
     def due(self, block_start: int) -> list[Command]:
         """The commands to apply before the block that starts at ``block_start``, in order."""
@@ -51,23 +64,41 @@ class CommandQueue:
             ready.append(heapq.heappop(self._timeline))
         return ready
 
+    def finish(self, command: Command) -> None:
+        """Mark ``command`` done and hand it back (audio thread)."""
+        command.done = True
+        self.finished += 1
+        self.released.append(command)
+
     def pending(self) -> int:
-        return len(self._timeline) + self._incoming.qsize()
+        """Commands submitted and not done yet."""
+        return self._submitted - self.finished
+
+    def drain_released(self) -> None:
+        """Drop the commands the audio thread handed back, and what they hold (control side)."""
+        while self.released:
+            self.released.popleft()
 
 
 class Ramp:
-    """Moves a 0-d parameter tensor linearly to a target, one step per block."""
+    """Moves a 0-d parameter tensor linearly to a target, one step per block (0 blocks: at
+    once). Made on the control side; ``begin`` and ``advance`` run on the audio thread."""
 
     def __init__(self, tensor: torch.Tensor, target: float, blocks: int) -> None:
         self.tensor = tensor
-        self.start = float(tensor)
         self.target = float(target)
-        self.blocks = max(1, blocks)
+        self.blocks = blocks
+        self.start = self.target
+        self.step = 0
+
+    def begin(self) -> None:
+        """Start from the tensor's current value (the first step is the next ``advance``)."""
+        self.start = float(self.tensor)
         self.step = 0
 
     def advance(self) -> bool:
         """Write the next value; False once the target is reached."""
         self.step += 1
-        fraction = min(1.0, self.step / self.blocks)
+        fraction = min(1.0, self.step / max(1, self.blocks))
         self.tensor.fill_(self.start + (self.target - self.start) * fraction)
         return fraction < 1.0

@@ -1,19 +1,25 @@
 """StreamEngine: a bended model run block by block, with control changes between blocks.
 
 The engine traces the model's method once for its fixed block shape and calls the bended graph
-module directly. Control methods (``set_param``, ``add_op``, ``set_interpolation``, ...) may be
-called from any thread: they validate, compute what is heavy (weight tensors, a rebuilt graph)
-on the calling thread, and submit a cheap command that :meth:`process` applies at the start of
-the next block, or of the first block starting at or after ``at`` (in samples).
+module directly. What the control side may change is one immutable :class:`BendingState`;
+control methods (``set_param``, ``add_op``, ``set_interpolation``, ...) may be called from any
+thread: each is a change from the pending state (what plays once every submitted change has
+applied) to the next, prepared on the calling thread (weight tensors, a rebuilt graph) and
+applied by :meth:`process` at the start of the next block, or of the first block starting at or
+after ``at`` (in samples). The audio side only applies: it swaps prepared tensors in, writes
+scalars, and hands what it replaced back to the control side to be freed; it never logs.
 """
 
 from __future__ import annotations
 
-import logging
+import collections
+import contextlib
+import copy
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +31,12 @@ from ..bending.config import BendingConfig
 from ..errors import BendingError
 from ..loader import LoadedModel, load_model
 from ..presets import Preset, load_preset
+from .bends import Bends, Payload
 from .commands import CommandQueue, Ramp
 from .fuse import OutputFuse
+from .state import BendingState, OpState
 from .stats import EngineStats
-
-log = logging.getLogger("bendserver.engine")
+from .timeline import Change, Timeline
 
 
 class StreamEngine:
@@ -37,6 +44,7 @@ class StreamEngine:
 
     ``process(block)`` takes and returns float32 arrays ``[channels, frames]``. For methods with
     other rates (``encode``: audio in, latent out), frames are scaled by the method's ratios.
+    Torch's thread count is the caller's: live and offline commands set one thread.
     """
 
     def __init__(
@@ -46,13 +54,11 @@ class StreamEngine:
         block: int | None = None,
         sample_rate: int | None = None,
         device: str = "cpu",
-        preset: str | Path | None = None,
+        preset: str | Path | Preset | None = None,
         fuse: bool = True,
         ceiling: float = 0.99,
-        threads: int | None = 1,
+        capacity: int = 1024,
     ) -> None:
-        if threads is not None:
-            torch.set_num_threads(threads)
         self.model = load_model(model, device)
         self.bended = self.model.bended
         self.method = method
@@ -69,18 +75,22 @@ class StreamEngine:
 
         self._control = threading.RLock()
         self.commands = CommandQueue()
-        self.ops: dict[str, BendingOp] = {}
-        self.bank = self.bended.weight_bank
-        self.bank.deferred = True
         self._trace()
+        self._slots = self.bended.weight_bank.slots
+        self._bends = Bends(self.bended, method, self._set_live)
+        initial = BendingState(version=self.bended.weight_bank.default_name)
+        self.timeline = Timeline(initial, self._bends, self.commands, capacity)
         self._ramps: dict[tuple[int, str], Ramp] = {}
-        self.gain, self.mix, self.bypass = 1.0, 1.0, False
-        self._applied_gain, self._applied_mix = 1.0, 1.0
+        #: What plays now (written when a change applies): output gain, dry/wet mix, bypass.
+        self.gain, self.mix, self.bypass = initial.gain, initial.mix, initial.bypass
+        self._applied_gain, self._applied_mix = self.gain, self.mix
         self.fuse = OutputFuse(self.out_channels, self.sample_rate, ceiling) if fuse else None
         self.stats = EngineStats()
+        #: Failures the audio thread met, for the control side to report (see ``failures``).
+        self._failures: collections.deque[str] = collections.deque(maxlen=64)
+        self._failed_kinds: set[str] = set()
         self.time = 0
         self._budget = self.block / self.sample_rate
-        self._logged: set[str] = set()
         if preset is not None:
             self.load_preset(preset)
             self._apply_due()
@@ -102,13 +112,14 @@ class StreamEngine:
         argument = next(iter(self.bended.argument_names(self.method)))
         example = torch.zeros(1, self.in_channels, self.in_frames, device=self.device)
         self.bended.trace(self.method, **{argument: example})
-        self._forward: Callable[..., Any] = self.bended.compiled(self.method).forward
+        self._forward: Callable[..., Any] = self.bended.build(self.method, []).forward
         self._initial_state = [(b, b.detach().clone()) for b in self.model.module.buffers()]
 
     # -- the audio side ----------------------------------------------------------------------
 
     def process(self, block: np.ndarray) -> np.ndarray:
-        """Apply due commands, run one block, mix, fuse. Never raises on a model error."""
+        """Apply due changes, run one block, mix, fuse. A block of another shape raises a
+        BendingError; a failing model call outputs the dry signal (or silence) and counts."""
         started = time.perf_counter()
         self._apply_due()
         if block.shape != (self.in_channels, self.in_frames):
@@ -137,11 +148,15 @@ class StreamEngine:
                 return y.numpy()
         except Exception as error:  # a bended model may fail: the stream must not
             self.stats.errors += 1
-            kind = type(error).__name__
-            if kind not in self._logged:
-                self._logged.add(kind)
-                log.error("model call failed (%s: %s); outputting dry/silence", kind, error)
+            self._failed("model call", error)
             return self._dry_or_silence(dry)
+
+    def _failed(self, what: str, error: Exception) -> None:
+        """Keep the first failure of each kind for the control side to report."""
+        kind = f"{what}: {type(error).__name__}"
+        if kind not in self._failed_kinds:
+            self._failed_kinds.add(kind)
+            self._failures.append(f"{kind}: {error}")
 
     def _dry_or_silence(self, dry: np.ndarray) -> np.ndarray:
         if dry.shape == (self.out_channels, self.out_frames):
@@ -164,15 +179,40 @@ class StreamEngine:
 
     def _apply_due(self) -> None:
         for command in self.commands.due(self.time):
-            try:
-                command.apply()
-                self.commands.applied += 1
-            except Exception as error:  # a command must never stop the stream
-                self.stats.errors += 1
-                log.error("command %r failed: %s", command.what, error)
+            if not command.cancelled:
+                try:
+                    self._apply(command.payload)
+                    self.commands.applied += 1
+                except Exception as error:  # a change must never stop the stream
+                    self.stats.errors += 1
+                    self._failed(f"change {command.what!r}", error)
+            self.commands.finish(command)
         finished = [key for key, ramp in self._ramps.items() if not ramp.advance()]
         for key in finished:
             del self._ramps[key]
+
+    def _apply(self, payload: Payload) -> None:
+        """Swap a prepared change in (audio thread): pointer swaps and scalar writes only."""
+        for name, tensor in payload.weights.items():
+            slot = self._slots[name]
+            payload.replaced.append(slot.data)
+            slot.data = tensor
+        for op, enabled in payload.enabled:
+            op.enabled = enabled
+        for key, ramp in payload.ramps:
+            if ramp.blocks > 0:
+                ramp.begin()
+                self._ramps[key] = ramp
+            else:
+                self._ramps.pop(key, None)
+                ramp.tensor.fill_(ramp.target)
+        for name, value in payload.settings.items():
+            setattr(self, name, value)
+        if payload.forward is not None:
+            payload.replaced.append(self._forward)
+            self._forward = payload.forward
+        if payload.reset:
+            self.reset_state()
 
     def reset_state(self) -> None:
         """Clear the streaming state (caches) and the fuse's filter, right now."""
@@ -182,155 +222,215 @@ class StreamEngine:
         if self.fuse is not None:
             self.fuse.reset()
 
-    # -- the control side --------------------------------------------------------------------
+    # -- the control side: state -------------------------------------------------------------
+
+    @property
+    def state(self) -> BendingState:
+        """The pending state: what plays once every submitted change has applied. ``/get``,
+        ``/preset/save`` and ``bending_config`` read it."""
+        return self.timeline.pending
+
+    @property
+    def applied_state(self) -> BendingState:
+        """The state of the changes applied so far (what plays now)."""
+        with self._control:
+            self.timeline.prune()
+            return self.timeline.base
+
+    def state_at(self, at: int | None) -> BendingState:
+        """The state that plays from sample ``at`` on, given the changes submitted so far
+        (None: the pending state)."""
+        if at is None:
+            return self.state
+        with self._control:
+            self.timeline.prune()
+            state = self.timeline.base
+            for entry in self.timeline.entries:
+                if entry.at > at:
+                    break
+                state = entry.after
+            return state
+
+    @property
+    def versions(self) -> list[str]:
+        """The weight versions by name (see ``WeightBank.named_versions``)."""
+        return self.bended.weight_bank.named_versions
+
+    @property
+    def ops(self) -> dict[str, BendingOp]:
+        """The ops of the pending state by id (the objects the graph calls)."""
+        return {op.op_id: self._bends.op(op.uid) for op in self.state.ops}
+
+    def op(self, op_id: str) -> BendingOp:
+        return self._bends.op(self.state.op(op_id).uid)
+
+    def collect(self) -> None:
+        """Free what applied changes replaced (control side; submitting a change does too)."""
+        with self._control:
+            self.timeline.prune()
+
+    def failures(self) -> list[str]:
+        """Failures the audio side met since the last call (each kind once), to report."""
+        lines = []
+        while self._failures:
+            lines.append(self._failures.popleft())
+        return lines
 
     def samples(self, seconds: float) -> int:
         return int(round(seconds * self.sample_rate))
 
-    def op(self, op_id: str) -> BendingOp:
-        try:
-            return self.ops[op_id]
-        except KeyError:
-            raise BendingError(f"no op '{op_id}'; ops are {sorted(self.ops)}") from None
+    def _submit(
+        self,
+        change: Change,
+        at: int | None,
+        what: str,
+        ramps: dict[tuple[int, str], int] | None = None,
+    ) -> None:
+        with self._control:
+            self.timeline.submit(change, at, what, ramps)
+
+    # -- the control side: changes -----------------------------------------------------------
 
     def set_param(
         self, op_id: str, name: str, value: float, ramp_ms: float = 0.0, at: int | None = None
     ) -> None:
         """Set an op parameter, moving there over ``ramp_ms`` (one step per block at least).
 
-        Weight targets are recomputed on the calling thread with the new value and swapped in
-        at the block boundary (weights jump: only activation parameters ramp)."""
-        op = self.op(op_id)
-        value = op.param(name).validate(op_id, value)
-        if not math.isfinite(ramp_ms) or ramp_ms < 0:
-            raise BendingError(f"ramp must be a finite number of ms >= 0, got {ramp_ms!r}")
+        Weights an op bends are recomputed with the new value and swapped in whole (weights
+        jump: only activation parameters ramp)."""
         with self._control:
-            weights = self.bank.targets(op)
-            prepared = {}
-            if weights:
-                with op.overridden(name, value):
-                    prepared = self.bank.prepare(weights)
-        tensor = op.value_tensor(name)
-        blocks = math.ceil(ramp_ms * self.sample_rate / 1000 / self.block)
+            op = self.state.op(op_id)
+            value = self._bends.op(op.uid).param(name).validate(op_id, value)
+            if not math.isfinite(ramp_ms) or ramp_ms < 0:
+                raise BendingError(f"ramp must be a finite number of ms >= 0, got {ramp_ms!r}")
+            blocks = math.ceil(ramp_ms * self.sample_rate / 1000 / self.block)
 
-        def apply() -> None:
-            self.bank.commit(prepared)
-            if blocks > 0:
-                self._ramps[(id(op), name)] = Ramp(tensor, value, blocks)
-            else:
-                self._ramps.pop((id(op), name), None)
-                tensor.fill_(value)
-            op.revision += 1
+            def change(state: BendingState) -> BendingState:
+                return state.with_op(state.op(op_id).with_param(name, value))
 
-        self.commands.submit(apply, at, f"set {op_id}.{name}")
+            self._submit(change, at, f"set {op_id}.{name}", {(op.uid, name): blocks})
+
+    def _set_live(self, uid: int, name: str, value: float) -> None:
+        """``op.name = value`` on a live op: the same path as :meth:`set_param`."""
+        with self._control:
+            op_id = next((op.op_id for op in self.state.ops if op.uid == uid), None)
+            if op_id is None:
+                raise BendingError("this op is not played by the engine any more")
+            self.set_param(op_id, name, value)
 
     def add_op(self, op_id: str, op: BendingOp, *keys: str, at: int | None = None) -> None:
         """Bend ``keys`` with ``op`` under the name ``op_id``; the graph is rebuilt here and
         swapped in at a block boundary, keeping the streaming state."""
-        if not op_id.isidentifier():
-            raise BendingError(f"op ids are identifiers (letters, digits, _), got {op_id!r}")
-        with self._control:
-            if op_id in self.ops:
-                raise BendingError(f"an op named '{op_id}' exists; remove it first")
-            self.bended.bend(op, *keys)
-            self.ops[op_id] = op
-            self._submit_rebuild(at, f"add {op_id}")
+        with self._control, self._creating() as created:
+            added = self._bends.create(op_id, op, keys)
+            created.append(added)
+            self._submit(lambda state: state.adding(added), at, f"add {op_id}")
+
+    @contextlib.contextmanager
+    def _creating(self) -> Iterator[list[OpState]]:
+        """Ops created for a change are forgotten again if the change is refused."""
+        created: list[OpState] = []
+        try:
+            yield created
+        except BaseException:
+            self._bends.discard(op.uid for op in created)
+            raise
 
     def remove_op(self, op_id: str, at: int | None = None) -> None:
-        with self._control:
-            op = self.op(op_id)
-            self.bended.unbend(op)
-            del self.ops[op_id]
-            self._submit_rebuild(at, f"remove {op_id}")
+        self.state.op(op_id)
+        self._submit(lambda state: state.removing(op_id), at, f"remove {op_id}")
 
     def clear_ops(self, at: int | None = None) -> None:
-        with self._control:
-            for op in self.ops.values():
-                self.bended.unbend(op)
-            self.ops.clear()
-            self._submit_rebuild(at, "clear")
+        self._submit(lambda state: replace(state, ops=()), at, "clear")
 
     def enable_op(self, op_id: str, enabled: bool, at: int | None = None) -> None:
         """Switch an op on or off (off: it passes its input through)."""
-        op = self.op(op_id)
         enabled = bool(enabled)
-        with self._control:
-            targets = self.bank.targets(op)
-            prepared = self.bank.prepare(targets, enabled={id(op): enabled}) if targets else {}
 
-        def apply() -> None:
-            op.enabled = enabled
-            self.bank.commit(prepared)
+        def change(state: BendingState) -> BendingState:
+            return state.with_op(replace(state.op(op_id), enabled=enabled))
 
-        self.commands.submit(apply, at, f"enable {op_id}")
+        self.state.op(op_id)
+        self._submit(change, at, f"enable {op_id}")
 
     def set_interpolation(self, mix: Mapping[str, float] | None, at: int | None = None) -> None:
         """Use a normalised mix of weight versions (``None``: the selected version alone)."""
-        with self._control:
-            self.bank.set_mix(mix)
-            self._submit_weights(at, "interpolation")
+        weights = None if mix is None else self.bended.weight_bank.normalised(mix)
+        self._submit(lambda state: state.weights(state.version, weights), at, "interpolation")
 
     def set_version(self, name: str | None, at: int | None = None) -> None:
-        with self._control:
-            self.bank.mix = None
-            self.bank.select(name)
-            self._submit_weights(at, f"version {name}")
+        """Play weight version ``name`` (None: the model's own), ending any interpolation."""
+        version = self.bended.weight_bank.default_name if name is None else name
+        self.bended.weight_bank.check_version(version)
+        self._submit(lambda state: state.weights(version, None), at, f"version {version}")
 
     def set_gain(self, gain: float, at: int | None = None) -> None:
         gain = _finite("gain", gain, 0.0, 16.0)
-        self.commands.submit(lambda: setattr(self, "gain", gain), at, "gain")
+        self._submit(lambda state: state.engine(gain=gain), at, "gain")
 
     def set_mix(self, mix: float, at: int | None = None) -> None:
         mix = _finite("mix", mix, 0.0, 1.0)
-        self.commands.submit(lambda: setattr(self, "mix", mix), at, "mix")
+        self._submit(lambda state: state.engine(mix=mix), at, "mix")
 
     def set_bypass(self, bypass: bool, at: int | None = None) -> None:
-        self.commands.submit(lambda: setattr(self, "bypass", bool(bypass)), at, "bypass")
+        bypass = bool(bypass)
+        self._submit(lambda state: state.engine(bypass=bypass), at, "bypass")
 
     def request_reset(self, at: int | None = None) -> None:
         """Clear the streaming state at a block boundary."""
-        self.commands.submit(self.reset_state, at, "reset")
+        self._submit(lambda state: state.engine(resets=state.resets + 1), at, "reset")
 
     def load_preset(self, preset: str | Path | Preset, at: int | None = None) -> Preset:
-        """Replace the ops, weights and engine settings with a preset's."""
+        """Replace the ops, weights and engine settings with a preset's. The whole preset is
+        checked and built first: a refused preset changes nothing."""
         preset = preset if isinstance(preset, Preset) else load_preset(preset)
-        with self._control:
-            for op in self.ops.values():
-                self.bended.unbend(op)
-            self.ops.clear()
-            config = BendingConfig.from_dict(preset.config, module=self.bended)
+        if preset.model is not None and preset.model != self.model.name:
+            raise BendingError(
+                f"preset '{preset.name}' is for model '{preset.model}', this is '{self.model.name}'"
+            )
+        bank = self.bended.weight_bank
+        version = preset.version or bank.default_name
+        bank.check_version(version)
+        interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
+        gain, mix = _finite("gain", preset.gain, 0.0, 16.0), _finite("mix", preset.mix, 0.0, 1.0)
+        config = BendingConfig.from_dict(preset.config)
+        with self._control, self._creating() as ops:
             for op_id, op in config.ops.items():
-                keys = [k for o, ks in config.entries if o is op for k in ks]
-                self.bended.bend(op, *keys)
-                self.ops[op_id] = op
-            self.bank.mix = None
-            self.bank.select(preset.version)
-            if preset.interpolation:
-                self.bank.set_mix(preset.interpolation)
-            self._submit_rebuild(at, f"preset {preset.name}")
-        self.set_gain(preset.gain, at)
-        self.set_mix(preset.mix, at)
+                keys = tuple(k for o, ks in config.entries if o is op for k in ks)
+                ops.append(self._bends.create(op_id, op, keys))
+            disabled = set(preset.disabled)
+            loaded = tuple(replace(op, enabled=op.op_id not in disabled) for op in ops)
+
+            def change(state: BendingState) -> BendingState:
+                new = replace(state, ops=loaded, gain=gain, mix=mix)
+                return new.weights(version, interpolation)
+
+            self._submit(change, at, f"preset {preset.name}")
         return preset
 
-    def bending_config(self) -> BendingConfig:
-        """The current bends, with the engine's op ids."""
-        config = self.bended.bending_config()
-        config.names = dict(self.ops)
-        return config
+    def bending_config(self, at: int | None = None) -> BendingConfig:
+        """The bends of the pending state (or of the state at sample ``at``) as a config with
+        the engine's op ids: copies of the ops, with that state's parameters."""
+        with self._control:
+            state = self.state_at(at)
+            ops = {op.op_id: copy.deepcopy(self._bends.twin(op)) for op in state.ops}
+            entries = [(ops[op.op_id], *op.keys) for op in state.ops]
+            return BendingConfig(*entries, module=self.bended, names=ops)
 
-    def _submit_weights(self, at: int | None, what: str) -> None:
-        prepared = self.bank.take_pending()
-        self.commands.submit(lambda: self.bank.commit(prepared), at, what)
-
-    def _submit_rebuild(self, at: int | None, what: str) -> None:
-        prepared = self.bank.take_pending()
-        forward = self.bended.compiled(self.method).forward
-
-        def apply() -> None:
-            self.bank.commit(prepared)
-            self._forward = forward
-
-        self.commands.submit(apply, at, what)
+    def preset(self, name: str, at: int | None = None) -> Preset:
+        """The pending state (or the state at sample ``at``) as a preset named ``name``."""
+        with self._control:
+            state = self.state_at(at)
+            return Preset(
+                name=name,
+                config=self.bending_config(at).to_dict(),
+                version=state.version,
+                interpolation=state.interpolation,
+                gain=state.gain,
+                mix=state.mix,
+                model=self.model.name,
+                disabled=[op.op_id for op in state.ops if not op.enabled],
+            )
 
     # -- reporting ---------------------------------------------------------------------------
 

@@ -4,7 +4,6 @@ See docs/osc.md for the address space (generated from :data:`bendserver.control.
 """
 
 from .access import AccessList
-from .controller import ServerController
 from .packets import Incoming, MalformedPacket, parse_datagram
 from .receiver import DEFAULT_RCVBUF, OscReceiver
 from .replies import ReplySender, encode
@@ -20,7 +19,6 @@ __all__ = [
     "OscReceiver",
     "OscService",
     "ReplySender",
-    "ServerController",
     "encode",
     "parse_datagram",
 ]

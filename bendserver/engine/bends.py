@@ -1,0 +1,256 @@
+"""The ops an engine built, and what a change of bending state must apply.
+
+Everything here runs on the control side. :class:`Bends` keeps, per op, the live object that the
+bended graph calls (its parameter tensors are written by the audio thread only, when a change
+applies) and a twin that computes weights, so that preparing a change never touches what plays.
+:meth:`Bends.plan` describes what differs between two states without computing anything (so
+plans are cheap to compare); :meth:`Bends.payload` computes the tensors and the graph a plan
+needs, for the audio thread to swap in.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..bending.base import BendingOp, State
+from ..errors import BendingError
+from ..module import BendedModule
+from .commands import Ramp
+from .state import OP_ID, BendingState, OpState
+
+#: What a weight's value depends on: version, interpolation, and its ops (id, params, enabled).
+Signature = tuple[Any, ...]
+
+
+@dataclass
+class LiveOp:
+    """One op built by the engine: ``op`` is called by the graph, ``twin`` computes weights."""
+
+    op: BendingOp
+    twin: BendingOp
+    keys: tuple[str, ...]
+    weights: dict[str, State]  #: per-weight state (random fields...), shared by op and twin
+    activations: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one change applies, without tensors: weights to recompute (with the signature they
+    get), parameters to write (uid, name, value, ramp blocks), enabled flags, engine settings,
+    the activation structure when it changes, and whether the streaming state resets."""
+
+    weights: tuple[tuple[str, Signature], ...] = ()
+    params: tuple[tuple[int, str, float, int], ...] = ()
+    enabled: tuple[tuple[int, bool], ...] = ()
+    settings: tuple[tuple[str, Any], ...] = ()
+    structure: tuple[tuple[int, tuple[str, ...]], ...] | None = None
+    reset: bool = False
+
+    def covering(self, other: Plan) -> Plan:
+        """This plan, also rewriting the weights ``other`` wrote (for a plan that replaces
+        another which may already have applied)."""
+        mine = dict(self.weights)
+        extra = tuple((n, s) for n, s in other.weights if n not in mine)
+        return Plan(
+            self.weights + extra,
+            self.params,
+            self.enabled,
+            self.settings,
+            self.structure,
+            self.reset,
+        )
+
+
+@dataclass
+class Payload:
+    """What the audio thread applies for a plan: cheap swaps and scalar writes. What it
+    replaces is kept in ``replaced`` and freed on the control side."""
+
+    weights: dict[str, torch.Tensor] = field(default_factory=dict)
+    ramps: list[tuple[tuple[int, str], Ramp]] = field(default_factory=list)
+    enabled: list[tuple[BendingOp, bool]] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    forward: Callable[..., Any] | None = None
+    reset: bool = False
+    replaced: list[Any] = field(default_factory=list)
+
+
+class Bends:
+    """The live ops of one engine (by uid) and the plans and payloads of its changes."""
+
+    def __init__(
+        self,
+        bended: BendedModule,
+        method: str,
+        route: Callable[[int, str, float], None],
+    ) -> None:
+        """``route(uid, name, value)``: a bound method of the engine, called when a live op's
+        parameter is assigned from Python."""
+        self.bended = bended
+        self.bank = bended.weight_bank
+        self.method = method
+        self.live: dict[int, LiveOp] = {}
+        self._route = weakref.WeakMethod(route)
+        self._graphs: dict[tuple[tuple[int, tuple[str, ...]], ...], Callable[..., Any]] = {}
+        self._uids = itertools.count(1)
+
+    # -- ops ---------------------------------------------------------------------------------
+
+    def create(self, op_id: str, op: BendingOp, keys: Sequence[str]) -> OpState:
+        """Register ``op`` on ``keys`` (validated: raises a BendingError if a key matches
+        nothing or the op cannot bend it) and return its state. ``op.name = value`` on it then
+        goes through the engine's command path."""
+        if not isinstance(op_id, str) or not OP_ID.fullmatch(op_id):
+            raise BendingError(
+                f"op ids are a letter then letters, digits or _ (e.g. mask_2), got {op_id!r}"
+            )
+        if op.on_set is not None or any(live.op is op for live in self.live.values()):
+            raise BendingError(f"{op!r} is already played by an engine: create another op")
+        weights, activations = self.bended.targets(op, *keys)
+        slots = self.bank.slots
+        states = {
+            n: op.init_state(n, slots[n].shape, slots[n].dtype, slots[n].device) for n in weights
+        }
+        uid = next(self._uids)
+        self.live[uid] = LiveOp(op, copy.deepcopy(op), tuple(keys), states, activations)
+        op.on_set = _router(self._route, uid)
+        return OpState(op_id, uid, tuple(keys), tuple(op.values().items()), op.enabled)
+
+    def op(self, uid: int) -> BendingOp:
+        return self.live[uid].op
+
+    def twin(self, state: OpState) -> BendingOp:
+        """The op's twin with the parameters of ``state`` (to compute weights or save it)."""
+        twin = self.live[state.uid].twin
+        for name, value in state.params:
+            twin.value_tensor(name).fill_(value)
+        twin.enabled = state.enabled
+        return twin
+
+    def keep_only(self, states: Iterable[BendingState]) -> None:
+        """Forget the ops and graphs no state in ``states`` uses any more."""
+        used = {op.uid for state in states for op in state.ops}
+        self.discard(uid for uid in list(self.live) if uid not in used)
+        self._graphs = {
+            key: graph for key, graph in self._graphs.items() if all(u in used for u, _ in key)
+        }
+
+    def discard(self, uids: Iterable[int]) -> None:
+        """Forget these ops: they are in no state (refused, or removed and applied)."""
+        for uid in list(uids):
+            live = self.live.pop(uid, None)
+            if live is None:
+                continue
+            live.op.on_set = None
+            self.bended.release(live.op)
+
+    # -- plans -------------------------------------------------------------------------------
+
+    def plan(
+        self, before: BendingState, after: BendingState, ramps: dict[tuple[int, str], int]
+    ) -> Plan:
+        """What applying ``after`` over ``before`` must change (``ramps``: blocks per
+        ``(uid, param)`` for the parameters this change moves gradually)."""
+        weights = tuple(
+            (name, self.signature(after, name))
+            for name in self._touched(before, after)
+            if self.signature(before, name) != self.signature(after, name)
+        )
+        old = {op.uid: op for op in before.ops}
+        params, enabled = [], []
+        for op in after.ops:
+            previous = old.get(op.uid)
+            if previous is None:
+                continue
+            old_values = dict(previous.params)
+            params += [
+                (op.uid, name, value, ramps.get((op.uid, name), 0))
+                for name, value in op.params
+                if old_values.get(name) != value
+            ]
+            if previous.enabled != op.enabled:
+                enabled.append((op.uid, op.enabled))
+        settings = tuple(
+            (name, getattr(after, name))
+            for name in ("gain", "mix", "bypass")
+            if getattr(before, name) != getattr(after, name)
+        )
+        structure = self.structure(after)
+        return Plan(
+            weights,
+            tuple(params),
+            tuple(enabled),
+            settings,
+            structure if structure != self.structure(before) else None,
+            before.resets != after.resets,
+        )
+
+    def structure(self, state: BendingState) -> tuple[tuple[int, tuple[str, ...]], ...]:
+        """The activation ops of ``state`` in order: what its graph module depends on."""
+        return tuple((op.uid, op.keys) for op in state.ops if self.live[op.uid].activations)
+
+    def signature(self, state: BendingState, name: str) -> Signature:
+        ops = tuple(
+            (op.uid, op.params, op.enabled) for op in state.ops if name in self.live[op.uid].weights
+        )
+        return (state.version, state.interp, ops)
+
+    def _touched(self, before: BendingState, after: BendingState) -> list[str]:
+        """Weights whose value may differ between the states (a superset)."""
+        if (before.version, before.interp) != (after.version, after.interp):
+            return list(self.bank.slots)
+        changed = set(before.ops) ^ set(after.ops)  # ops added, removed or changed
+        names: dict[str, None] = {}
+        for op in changed:
+            names.update(dict.fromkeys(self.live[op.uid].weights))
+        return list(names)
+
+    # -- payloads ----------------------------------------------------------------------------
+
+    def payload(self, plan: Plan, state: BendingState) -> Payload:
+        """Compute what ``plan`` applies to reach ``state``: the heavy half of a change."""
+        payload = Payload(settings=dict(plan.settings), reset=plan.reset)
+        for name, _ in plan.weights:
+            payload.weights[name] = self.weight(state, name)
+        for uid, name, value, blocks in plan.params:
+            tensor = self.live[uid].op.value_tensor(name)
+            payload.ramps.append(((uid, name), Ramp(tensor, value, blocks)))
+        payload.enabled = [(self.live[uid].op, flag) for uid, flag in plan.enabled]
+        if plan.structure is not None:
+            payload.forward = self.forward(plan.structure)
+        return payload
+
+    def weight(self, state: BendingState, name: str) -> torch.Tensor:
+        """Weight ``name`` as ``state`` bends it."""
+        chain = [
+            (self.twin(op), self.live[op.uid].weights[name])
+            for op in state.ops
+            if op.enabled and name in self.live[op.uid].weights
+        ]
+        return self.bank.bended(name, state.version, state.interpolation, chain)
+
+    def forward(self, structure: tuple[tuple[int, tuple[str, ...]], ...]) -> Callable[..., Any]:
+        """The bended graph's ``forward`` for an activation structure (built once)."""
+        if structure not in self._graphs:
+            bends = [(self.live[uid].op, keys) for uid, keys in structure]
+            self._graphs[structure] = self.bended.build(self.method, bends).forward
+        return self._graphs[structure]
+
+
+def _router(route: weakref.WeakMethod, uid: int) -> Callable[[str, float], None]:
+    """``op.name = value`` on a live op: a change submitted through its engine (held weakly, so
+    that an op outliving its engine does not keep it alive)."""
+
+    def submit(name: str, value: float) -> None:
+        method = route()
+        if method is not None:
+            method(uid, name, value)
+
+    return submit

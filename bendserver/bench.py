@@ -18,7 +18,7 @@ from torch import nn
 
 from .engine import StreamEngine
 from .loader import load_model
-from .module import BendedModule
+from .presets import preset_for
 
 
 def _percentiles(samples: Sequence[float]) -> dict[str, float]:
@@ -44,7 +44,7 @@ def bench_blocks(
 def bench_block(model: str, block: int, calls: int, preset: str | None) -> dict[str, Any]:
     raw_model = load_model(model)
     plain = StreamEngine(load_model(model), block=block)
-    preset = preset or raw_model.preset
+    preset = preset_for(raw_model, preset)
     bended = StreamEngine(load_model(model), block=block, preset=preset)
     rng = np.random.default_rng(0)
     audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
@@ -77,37 +77,55 @@ def bench_block(model: str, block: int, calls: int, preset: str | None) -> dict[
 
 
 class _WideStack(nn.Module):
-    """Three 512-channel convolutions: 10.2 M parameters, for the weight-apply measurement."""
+    """1 -> 512 channels, ``layers`` 512-channel convolutions (3.4 M parameters each), -> 1:
+    a large model for the weight-apply measurement."""
 
-    def __init__(self) -> None:
+    def __init__(self, layers: int) -> None:
         super().__init__()
-        self.layers = nn.Sequential(*(nn.Conv1d(512, 512, 13) for _ in range(3)))
+        self.inner = nn.Sequential(
+            nn.Conv1d(1, 512, 1),
+            *(nn.Conv1d(512, 512, 13, padding=6) for _ in range(layers)),
+            nn.Conv1d(512, 1, 1),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
+        return self.inner(x)
 
 
-def bench_weight_apply(repeats: int = 50) -> dict[str, float]:
-    """Cost, at the block boundary, of swapping in a prepared interpolation of all weights."""
-    torch.manual_seed(0)
-    bended = BendedModule(_WideStack())
-    bended.create_version("other", _WideStack())
-    bank = bended.weight_bank
-    prepared = [
-        bank.prepare(mix={"_default": 1.0, "other": w}) for w in (0.25, 0.75)
-    ]  # the control side's work
-    times = [_timed(lambda p=prepared[i % 2]: bank.commit(p)) for i in range(repeats)]
-    params = sum(p.numel() for p in bended.module.parameters())
-    us = np.asarray(times) * 1e6
-    return {
-        "parameters": params,
-        "tensors": len(prepared[0]),
-        "p50_us": float(np.percentile(us, 50)),
-        "max_us": float(us.max()),
-    }
+def bench_weight_apply(sizes: Sequence[int] = (10, 30), repeats: int = 20) -> list[dict]:
+    """What a weight change (an interpolation of every weight) costs, for models of ``sizes``
+    millions of parameters: prepared on the control side, applied at a block boundary by the
+    audio side (swaps only), and what it replaced freed on the control side afterwards."""
+    results = []
+    for size in sizes:
+        torch.manual_seed(0)
+        layers = max(1, round(size * 1e6 / (512 * 512 * 13)))
+        engine = StreamEngine(_WideStack(layers), block=64, fuse=False)
+        engine.bended.create_version("other", _WideStack(layers))
+        prepare, apply, free = [], [], []
+        for i in range(repeats):
+            mix = {"_default": 1.0, "other": 0.25 + 0.5 * (i % 2)}
+            prepare.append(_timed(lambda m=mix: engine.set_interpolation(m)))
+            apply.append(_timed(engine.apply_due))
+            free.append(_timed(engine.collect))
+        results.append(
+            {
+                "parameters": sum(p.numel() for p in engine.model.module.parameters()),
+                "tensors": len(engine.bended.weight_bank.slots),
+                **{f"prepare_{k}": v for k, v in _micros(prepare).items()},
+                **{f"apply_{k}": v for k, v in _micros(apply).items()},
+                **{f"free_{k}": v for k, v in _micros(free).items()},
+            }
+        )
+    return results
 
 
-def format_results(results: dict[str, Any], apply: dict[str, float]) -> str:
+def _micros(samples: Sequence[float]) -> dict[str, float]:
+    values = np.asarray(samples) * 1e6
+    return {"p50_us": float(np.percentile(values, 50)), "max_us": float(values.max())}
+
+
+def format_results(results: dict[str, Any], apply: list[dict]) -> str:
     lines = []
     for block, entry in results.items():
         lines.append(f"block {block} ({entry['block_ms']:.2f} ms of audio)")
@@ -119,8 +137,13 @@ def format_results(results: dict[str, Any], apply: dict[str, float]) -> str:
                 f"  {name:34} {s['p50_ms']:8.3f} {s['p99_ms']:8.3f} {s['max_ms']:8.3f} "
                 f"{s['ratio_p50']:6.2f}x {s['realtime_x']:10.1f}x"
             )
-    lines.append(
-        f"weight change applied at a block boundary ({apply['parameters'] / 1e6:.1f} M parameters, "
-        f"{apply['tensors']} tensors): p50 {apply['p50_us']:.1f} us, max {apply['max_us']:.1f} us"
-    )
+    for entry in apply:
+        lines.append(
+            f"weight change on {entry['parameters'] / 1e6:.1f} M parameters "
+            f"({entry['tensors']} tensors): prepared (control side) p50 "
+            f"{entry['prepare_p50_us'] / 1e3:.1f} ms; applied at the block boundary (audio side) "
+            f"p50 {entry['apply_p50_us']:.1f} us, max {entry['apply_max_us']:.1f} us; what it "
+            f"replaced freed (control side) p50 {entry['free_p50_us']:.1f} us, "
+            f"max {entry['free_max_us']:.1f} us"
+        )
     return "\n".join(lines)

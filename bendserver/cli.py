@@ -8,18 +8,30 @@ import logging
 import sys
 from pathlib import Path
 
+from . import __version__
 from .errors import BendingError
 from .loader import DEFAULT_MODEL
 
 
-def _blocks(text: str) -> list[int]:
+def _positive(text: str) -> int:
+    """An argument that is a whole number above 0."""
     try:
-        blocks = [int(b) for b in text.split(",")]
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"block sizes are integers: {text!r}") from None
-    if any(b <= 0 for b in blocks):
-        raise argparse.ArgumentTypeError("block sizes are positive")
-    return blocks
+        raise argparse.ArgumentTypeError(f"a whole number is expected, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a number above 0 is expected, got {value}")
+    return value
+
+
+def _blocks(text: str) -> list[int]:
+    """Block sizes separated by commas (``256,2048``)."""
+    return [_positive(b) for b in text.split(",")]
+
+
+def _sizes(text: str) -> list[int]:
+    """Sizes separated by commas, or ``0`` for none."""
+    return [] if text.strip() == "0" else _blocks(text)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -32,8 +44,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
+    import torch
+
     from .engine import StreamEngine
+    from .loader import load_model
+    from .presets import preset_for
     from .render import parse_score, render_file
+
+    torch.set_num_threads(args.threads)
 
     score = None
     if args.score:
@@ -47,7 +65,8 @@ def _render(args: argparse.Namespace) -> int:
     else:
         targets = [output]
     for source, target in zip(args.inputs, targets, strict=True):
-        engine = StreamEngine(args.model, block=args.block, preset=args.preset)
+        model = load_model(args.model)
+        engine = StreamEngine(model, block=args.block, preset=preset_for(model, args.preset))
         try:
             seconds = render_file(
                 engine,
@@ -98,10 +117,13 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    import torch
+
     from .bench import bench_blocks, bench_weight_apply, format_results
 
+    torch.set_num_threads(args.threads)
     results = bench_blocks(args.model, args.block, args.calls, args.preset)
-    apply = bench_weight_apply()
+    apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
         print(json.dumps({"blocks": results, "weight_apply": apply}, indent=2))
     else:
@@ -111,19 +133,38 @@ def _bench(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bendserver", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"bendserver {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    threads = argparse.ArgumentParser(add_help=False)
+    threads.add_argument(
+        "--threads",
+        type=_positive,
+        default=1,
+        help="torch threads (default 1: a second busy thread slows every call down)",
+    )
 
-    serve = commands.add_parser("serve", help="play a model live, controlled over OSC")
+    serve = commands.add_parser(
+        "serve", parents=[threads], help="play a model live, controlled over OSC"
+    )
     serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
-    serve.add_argument("-p", "--preset", help="preset name or .json ('none': no preset)")
+    serve.add_argument(
+        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
+    )
     serve.add_argument("--osc-host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--osc-port", type=int, default=9000, help="OSC port to listen on")
     serve.add_argument("--reply-port", type=int, default=9001, help="port replies go to")
     serve.add_argument("--reply-host", help="host replies go to (default: the sender's)")
     serve.add_argument("--audio", help="device or host API name (e.g. jack), or null")
     serve.add_argument("--input", default="silence", help="input device, sound file or silence")
-    serve.add_argument("--block", type=int, help="model block size (default: the model's)")
-    serve.add_argument("--device-block", type=int, help="frames per callback (default: block)")
+    serve.add_argument("--block", type=_positive, help="model block size (default: the model's)")
+    serve.add_argument(
+        "--device-block", type=_positive, help="frames per callback (default: block)"
+    )
+    serve.add_argument(
+        "--output-channels",
+        type=_positive,
+        help="device outputs to open (default: all of them for a mono model, which plays on each)",
+    )
     serve.add_argument("--record", help="write the output to this sound file")
     serve.add_argument("--force", action="store_true", help="overwrite the --record file")
     serve.add_argument("--latency-mode", choices=["direct", "threaded"], default="direct")
@@ -137,13 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--duration", type=float, help="stop after this many seconds")
     serve.set_defaults(run=_serve)
 
-    render = commands.add_parser("render", help="render sound files through a bended model")
+    render = commands.add_parser(
+        "render", parents=[threads], help="render sound files through a bended model"
+    )
     render.add_argument("inputs", nargs="+", metavar="IN", help="input sound files")
     render.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
-    render.add_argument("-p", "--preset", help="preset name (patches/presets) or .json file")
+    render.add_argument(
+        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
+    )
     render.add_argument("--score", help="text file of timed messages: time /address args...")
     render.add_argument("-o", "--output", required=True, help="output file, or folder")
-    render.add_argument("--block", type=int, help="block size (default: the model's)")
+    render.add_argument("--block", type=_positive, help="block size (default: the model's)")
     render.add_argument("--format", default=".wav", help="extension when -o is a folder")
     render.add_argument("--force", action="store_true", help="overwrite existing outputs")
     render.add_argument(
@@ -152,15 +197,31 @@ def build_parser() -> argparse.ArgumentParser:
     render.set_defaults(run=_render)
 
     info = commands.add_parser("info", help="print a model's weights and activations")
-    info.add_argument("model", nargs="?", default=DEFAULT_MODEL)
+    info.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="model name or folder")
     info.set_defaults(run=_info)
 
-    bench = commands.add_parser("bench", help="engine vs raw eager, per block size")
-    bench.add_argument("-m", "--model", default=DEFAULT_MODEL)
-    bench.add_argument("-p", "--preset", help="preset (default: the model's)")
-    bench.add_argument("--block", type=_blocks, default=[256, 2048], help="e.g. 256,2048")
-    bench.add_argument("--calls", type=int, default=300, help="calls per run and block size")
-    bench.add_argument("--json", action="store_true")
+    bench = commands.add_parser(
+        "bench", parents=[threads], help="engine vs raw eager, per block size, in one process"
+    )
+    bench.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    bench.add_argument(
+        "-p", "--preset", help="preset of the bended run (default: the model's; 'none': no preset)"
+    )
+    bench.add_argument(
+        "--block", type=_blocks, default=[256, 2048], help="block sizes, e.g. 256,2048"
+    )
+    bench.add_argument(
+        "--calls", type=_positive, default=300, help="timed calls per run and block size"
+    )
+    bench.add_argument(
+        "--apply-sizes",
+        type=_sizes,
+        default=[10, 30],
+        metavar="M,M",
+        help="also time applying a weight change to models of these millions of parameters "
+        "(default 10,30; 0 skips it)",
+    )
+    bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.set_defaults(run=_bench)
     return parser
 

@@ -52,6 +52,8 @@ class LoadedModel:
     bended: BendedModule
     sample_rate: int = 48000
     block: int = 2048
+    #: Blocks the model can stream are multiples of this (its total stride).
+    block_multiple: int = 1
     latency: int = 0
     methods: dict[str, MethodSpec] = field(default_factory=lambda: {"forward": MethodSpec()})
     description: str = ""
@@ -137,6 +139,7 @@ def _from_folder(path: Path, device: torch.device) -> LoadedModel:
         bended=bended,
         sample_rate=int(manifest.get("sample_rate", 48000)),
         block=int(manifest.get("block", 2048)),
+        block_multiple=int(manifest.get("block_multiple", 1)),
         latency=int(manifest.get("latency", 0)),
         methods=methods,
         description=manifest.get("description", ""),

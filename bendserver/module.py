@@ -193,7 +193,7 @@ class BendedModule:
     def print_activations(self, fn: str | None = None, out: str | None = None) -> str:
         """Print a table of ``fn``'s activations (name, node kind, shape). Returns the table."""
         rows = [(n.name, n.op, n.meta["shape"]) for n in activation_nodes(self._graph(fn))]
-        return _emit(tabulate(rows), out)
+        return _emit(tabulate(rows, headers=("name", "node", "shape")), out)
 
     def get_activations(
         self, *names: str, fn: str = "forward", bended: bool = True, **inputs: Any

@@ -17,7 +17,7 @@ from typing import Any
 
 from .bending.config import BendingConfig
 from .errors import BendingError
-from .loader import PRESETS_DIR
+from .loader import PRESETS_DIR, LoadedModel
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -136,3 +136,11 @@ def read_preset(path: Path) -> Preset:
         model=data.get("model"),
         disabled=[str(op_id) for op_id in data.get("disabled", [])],
     )
+
+
+def preset_for(model: LoadedModel, choice: str | None) -> str | None:
+    """The preset a command plays, by one rule for all of them: no choice means the model's
+    own preset (if it has one), ``"none"`` means no preset."""
+    if choice is None:
+        return model.preset
+    return None if choice == "none" else choice

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import gc
 import logging
-import math
 import signal
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from .audio import (
     AudioCallback,
@@ -33,11 +34,13 @@ from .audio import (
     has_default_output,
     output_devices,
 )
+from .audio.reporter import Reporter
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, load_model
 from .osc import OscService
+from .presets import preset_for
 
 log = logging.getLogger("bendserver.serve")
 
@@ -67,6 +70,9 @@ class ServeOptions:
     latency_mode: str = "direct"
     allow: list[str] = field(default_factory=list)
     duration: float | None = None
+    #: Device output channels (None: every channel of the device for a mono model).
+    output_channels: int | None = None
+    threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
 
 
 class Server:
@@ -105,7 +111,8 @@ class Server:
             self._parts.append(self.osc)
             self.callback = AudioCallback(self.processor, self.source, self.clock)
             self.backend = self._backend(device_input)
-            self._parts += [self.backend, self.processor]
+            self.reporter = Reporter(engine)
+            self._parts += [self.backend, self.processor, self.reporter]
             if options.record:  # last: a failure above leaves no empty file behind
                 self.recorder = Recorder(
                     Path(options.record),
@@ -139,6 +146,7 @@ class Server:
             engine.in_channels,
             engine.out_channels,
             device_input,
+            self.options.output_channels,
         )
 
     # -- running -----------------------------------------------------------------------------
@@ -153,6 +161,7 @@ class Server:
         self.processor.start()
         self.backend.start()
         self.osc.start()
+        self.reporter.start()
         self.running = True
 
     def stop(self) -> None:
@@ -226,6 +235,12 @@ class Server:
                 "note       no default sound card: playing on the null backend; "
                 f"--audio NAME picks a device{hint}",
             )
+        networks = [str(n) for n in self.osc.receiver.access.networks]
+        if self.osc.receiver.host not in ("127.0.0.1", "::1", "localhost"):
+            lines.append(
+                f"allowed    OSC from {', '.join(networks)} only"
+                + ("" if options.allow else " (add networks with --allow CIDR)")
+            )
         if self.running:
             lines.append(
                 "priority   OSC threads at real-time priority"
@@ -250,10 +265,9 @@ class Server:
 
 
 def _engine(options: ServeOptions) -> StreamEngine:
+    torch.set_num_threads(options.threads)
     model = load_model(options.model)
-    preset = options.preset if options.preset is not None else model.preset
-    if preset == "none":
-        preset = None
+    preset = preset_for(model, options.preset)
     return StreamEngine(model, options.method, block=options.block, preset=preset)
 
 
@@ -270,10 +284,10 @@ def _source(text: str, engine: StreamEngine, frames: int) -> tuple[Any, str | No
 
 
 def _example_value(low: float, high: float, current: float) -> float:
-    if math.isfinite(low) and math.isfinite(high):
-        value = round(low + 0.3 * (high - low), 3)
-        return value if value != current else round(low + 0.7 * (high - low), 3)
-    return round(current * 0.5 if current else 0.5, 3)
+    """A musically safe value to try: half the current one (a tenth of the way into the range
+    from 0 when it is 0), inside the range."""
+    value = current * 0.5 if current else 0.1 * (min(high, 1.0) - max(low, 0.0))
+    return round(min(high, max(low, value)), 4)
 
 
 def run(options: ServeOptions) -> int:

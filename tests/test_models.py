@@ -96,11 +96,12 @@ def test_cli_render_info_and_bench(tmp_path, capsys):
     assert "--force" in capsys.readouterr().err
     assert main(["info", "drive"]) == 0
     assert "activations of forward" in capsys.readouterr().out
-    assert main(["bench", "--block", "256", "--calls", "5", "--json"]) == 0
+    assert main(["bench", "--block", "256", "--calls", "5", "--apply-sizes", "10", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     runs = report["blocks"]["256"]["runs"]
     assert set(runs) == {"raw eager", "engine unbended", "engine + preset drive"}
-    assert report["weight_apply"]["parameters"] >= 10_000_000
+    (apply,) = report["weight_apply"]
+    assert apply["parameters"] >= 10_000_000 and apply["apply_p50_us"] > 0
 
 
 def test_render_command_renders_the_demo(tmp_path):

@@ -99,7 +99,7 @@ def test_oscdump_receives_the_replies(tmp_path):
     for key in ("blocks", "xruns", "late", "errors", "p50_ms", "p99_ms", "max_ms", "received"):
         assert f'"{key}"' in stats
     error = next(line for line in lines if " /error " in line)
-    assert '"/bend/g/value"' in error and "expected a number" in error
+    assert '"/bend/g/value"' in error and "value is a number" in error
 
 
 def test_random_bytes_and_wrong_types_get_errors_and_the_server_keeps_running(server, replies):

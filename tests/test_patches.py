@@ -197,7 +197,7 @@ def test_pure_data_runs_the_patch_and_changes_the_server(tmp_path, pd_text):
         assert engine.ops["lfo"].get("depth") == pytest.approx(1.5)
         assert engine.ops["noise"].enabled is False
         assert engine.gain == pytest.approx(0.5)
-        assert engine.bank.version == "default"
+        assert engine.applied_state.version == "default"
     assert "/interp" in received and received.count("/stats") >= 2, received
     assert "bendserver: pong" in console, console
     assert "bendserver-get: bend mask prob" in console, console

@@ -84,6 +84,7 @@ class DeviceBackend:
         in_channels: int,
         out_channels: int,
         input_name: str | None = None,
+        output_channels: int | None = None,
     ) -> None:
         sd = portaudio()
         try:
@@ -91,7 +92,9 @@ class DeviceBackend:
             self.input: Device | None = None
             if input_name is not None:
                 self.input = find_device(sd, input_name, "input")
-            self.stream = self._open(sd, callback, sample_rate, block, in_channels, out_channels)
+            #: Channels opened on the device: a mono model plays on every one of them.
+            self.channels = playback_channels(out_channels, self.output.outputs, output_channels)
+            self.stream = self._open(sd, callback, sample_rate, block, in_channels, self.channels)
         except BendingError:
             release()
             raise
@@ -132,6 +135,19 @@ class DeviceBackend:
             self.stream.close()
         finally:
             release()
+
+
+def playback_channels(model: int, device: int, asked: int | None = None) -> int:
+    """How many device outputs to open: ``asked``, else every output of the device for a mono
+    model (the same signal on each: both speakers), else the model's channels."""
+    if asked is not None:
+        if asked < 1 or (model != 1 and asked != model):
+            raise BendingError(
+                f"--output-channels {asked}: a mono model plays on any number of outputs, "
+                f"a model of {model} channels on {model}"
+            )
+        return asked
+    return max(device, 1) if model == 1 else model
 
 
 def output_devices() -> list[Device] | None:

@@ -63,8 +63,8 @@ class StreamEngine:
         self.bended = self.model.bended
         self.method = method
         self.spec = self.model.method(method)
-        self.block = int(block or self.model.block)
-        self.sample_rate = int(sample_rate or self.model.sample_rate)
+        self.block = int(self.model.block if block is None else block)
+        self.sample_rate = int(self.model.sample_rate if sample_rate is None else sample_rate)
         self.device = torch.device(device)
         self._on_cpu = self.device.type == "cpu"
         self._check_block()
@@ -93,14 +93,18 @@ class StreamEngine:
         self._budget = self.block / self.sample_rate
         if preset is not None:
             self.load_preset(preset)
-            self._apply_due()
+            self.apply_due()
 
     def _check_block(self) -> None:
-        for ratio in (self.spec.in_ratio, self.spec.out_ratio):
-            if self.block % ratio:
-                raise BendingError(
-                    f"block {self.block} is not a multiple of {self.method}'s ratio {ratio}"
-                )
+        """Refuse a block the model cannot stream, naming blocks it can."""
+        multiple = math.lcm(self.model.block_multiple, self.spec.in_ratio, self.spec.out_ratio)
+        if self.block <= 0 or self.block % multiple:
+            examples = [b for b in (64, 128, 256, 512, 1024, 2048, 4096) if b % multiple == 0]
+            raise BendingError(
+                f"model '{self.model.name}' ({self.method}) takes blocks that are positive "
+                f"multiples of {multiple} (e.g. {', '.join(map(str, examples[:5]))}), "
+                f"not {self.block}"
+            )
         tensors = [*self.model.module.parameters(), *self.model.module.buffers()]
         if tensors and tensors[0].device != self.device:
             raise BendingError(
@@ -111,9 +115,23 @@ class StreamEngine:
     def _trace(self) -> None:
         argument = next(iter(self.bended.argument_names(self.method)))
         example = torch.zeros(1, self.in_channels, self.in_frames, device=self.device)
-        self.bended.trace(self.method, **{argument: example})
+        graph = self.bended.trace(self.method, **{argument: example})
+        self._check_output(graph)
         self._forward: Callable[..., Any] = self.bended.build(self.method, []).forward
         self._initial_state = [(b, b.detach().clone()) for b in self.model.module.buffers()]
+
+    def _check_output(self, graph: torch.fx.Graph) -> None:
+        """The traced output must be ``[1, out_channels, out_frames]``: a model whose strides
+        do not divide the block gives fewer frames (refused here, before anything plays)."""
+        output = next(node for node in graph.nodes if node.op == "output").args[0]
+        shape = getattr(output, "meta", {}).get("shape")
+        wanted = (1, self.out_channels, self.out_frames)
+        if shape is not None and tuple(shape) != wanted:
+            raise BendingError(
+                f"model '{self.model.name}' ({self.method}) gives {list(shape)} for a block of "
+                f"{self.block} instead of {list(wanted)}: try a block that is a power of two, "
+                "or set block_multiple in its manifest"
+            )
 
     # -- the audio side ----------------------------------------------------------------------
 
@@ -121,7 +139,7 @@ class StreamEngine:
         """Apply due changes, run one block, mix, fuse. A block of another shape raises a
         BendingError; a failing model call outputs the dry signal (or silence) and counts."""
         started = time.perf_counter()
-        self._apply_due()
+        self.apply_due()
         if block.shape != (self.in_channels, self.in_frames):
             raise BendingError(
                 f"process() takes [{self.in_channels}, {self.in_frames}] frames, "
@@ -177,7 +195,9 @@ class StreamEngine:
             return new
         return np.linspace(old, new, self.out_frames, endpoint=True, dtype=np.float32)
 
-    def _apply_due(self) -> None:
+    def apply_due(self) -> None:
+        """Apply the changes due at this block and advance the ramps (audio side: the first
+        step of :meth:`process`)."""
         for command in self.commands.due(self.time):
             if not command.cancelled:
                 try:

@@ -84,6 +84,7 @@ class OscReceiver(LoopThread):
         self.messages = 0  #: messages parsed and delivered
         self.malformed = 0  #: datagrams refused as not OSC (or unsupported types)
         self.denied = 0  #: datagrams from hosts not allowed
+        self._denied_hosts: set[str] = set()
         self.kernel_dropped = 0  #: datagrams the kernel dropped, its buffer full
         self.last_arrival = 0.0  #: arrival time (time.time() clock) of the last datagram
         self.arrivals: deque[float] = deque(maxlen=4096)  #: the last datagrams' arrival times
@@ -118,6 +119,10 @@ class OscReceiver(LoopThread):
         self.arrivals.append(arrival)
         if not self.access.allows(host):
             self.denied += 1
+            if host not in self._denied_hosts:  # once per host: a flood must not flood the log
+                self._denied_hosts.add(host)
+                networks = ", ".join(str(n) for n in self.access.networks)
+                log.warning("OSC from %s denied: allowed are %s (--allow CIDR)", host, networks)
             return
         try:
             messages = parse_datagram(data)

@@ -8,6 +8,7 @@ a weight change (an interpolation of every weight) at a block boundary on a 10 M
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -105,7 +106,7 @@ def bench_weight_apply(sizes: Sequence[int] = (10, 30), repeats: int = 20) -> li
         prepare, apply, free = [], [], []
         for i in range(repeats):
             mix = {"_default": 1.0, "other": 0.25 + 0.5 * (i % 2)}
-            prepare.append(_timed(lambda m=mix: engine.set_interpolation(m)))
+            prepare.append(_timed(functools.partial(engine.set_interpolation, mix)))
             apply.append(_timed(engine.apply_due))
             free.append(_timed(engine.collect))
         results.append(

@@ -167,7 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--record", help="write the output to this sound file")
     serve.add_argument("--force", action="store_true", help="overwrite the --record file")
-    serve.add_argument("--latency-mode", choices=["direct", "threaded"], default="direct")
+    serve.add_argument(
+        "--latency-mode",
+        choices=["direct", "threaded"],
+        default="direct",
+        help="direct: the model runs in the audio callback (lowest latency); threaded: on a "
+        "worker, one device block later, absorbing spikes",
+    )
     serve.add_argument(
         "--allow",
         action="append",

@@ -8,6 +8,7 @@ OSC bundle would live.
 
 from __future__ import annotations
 
+import logging
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from tqdm import tqdm
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
+
+log = logging.getLogger("bendserver.render")
 
 FORMATS = {".wav": "FLOAT", ".flac": "PCM_24", ".ogg": "VORBIS"}
 
@@ -62,7 +65,8 @@ def _word(word: str) -> Any:
 
 
 def schedule(engine: StreamEngine, events: list[ScoreEvent]) -> None:
-    """Submit every score event to the engine at its sample time."""
+    """Submit every score event to the engine at its sample time (a ``/preset/save`` saves
+    the state at its time)."""
     controller = Controller(engine)
     for event in events:
         try:
@@ -133,7 +137,17 @@ def render_file(
         raise BendingError(f"{output} exists: pass --force to overwrite it")
     audio = read_audio(Path(source), engine.sample_rate, engine.in_channels, resample)
     if score:
-        schedule(engine, score)
+        end = audio.shape[-1] / engine.sample_rate
+        late = [event for event in score if event.time >= end]
+        if late:
+            log.warning(
+                "score: %d event(s) at or after the end of %s (%.2f s) are not played: %s",
+                len(late),
+                source,
+                end,
+                ", ".join(f"{e.time:g} s {e.address}" for e in late[:5]),
+            )
+        schedule(engine, [event for event in score if event.time < end])
     output.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     with sf.SoundFile(
@@ -142,4 +156,6 @@ def render_file(
         for block in stream(engine, audio, progress):
             file.write(block.T)
             written += block.shape[-1]
+    for line in engine.failures():
+        log.error("%s (the render went on; counted in errors)", line)
     return written / engine.sample_rate

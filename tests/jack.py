@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "jackd": "jackd2",
     "jack_wait": "jackd2",
+    "jack_lsp": "jackd2",
     "oscsend": "liblo-tools",
     "oscdump": "liblo-tools",
     "pd": "puredata-core",

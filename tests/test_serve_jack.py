@@ -246,3 +246,13 @@ def test_threaded_mode_on_jack(jack, replies):
     )
     assert result["xruns"] == 0 and result["overruns"] == 0
     assert result["commands"] >= 40
+
+
+def test_a_mono_model_plays_on_both_speakers(jack, replies):
+    need("jack_lsp")
+    with live_server(replies) as server:
+        assert server.engine.out_channels == 1 and server.backend.channels == 2
+        time.sleep(0.3)
+        listing = subprocess.run(["jack_lsp", "-c"], capture_output=True, text=True).stdout
+    connected = {line.strip() for line in listing.splitlines() if line.startswith("   ")}
+    assert {"system:playback_1", "system:playback_2"} <= connected, listing

@@ -17,16 +17,14 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
-import soxr
 from tqdm import tqdm
 
+from .audiofile import FORMATS, read_audio
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
 
 log = logging.getLogger("bendserver.render")
-
-FORMATS = {".wav": "FLOAT", ".flac": "PCM_24", ".ogg": "VORBIS"}
 
 
 @dataclass(frozen=True)
@@ -87,30 +85,6 @@ def stream(engine: StreamEngine, audio: np.ndarray, progress: bool = False) -> I
         yield engine.process(np.ascontiguousarray(chunk, dtype=np.float32))[
             :, : min(engine.block, frames - start)
         ]
-
-
-def read_audio(path: Path, sample_rate: int, channels: int, resample: bool = True) -> np.ndarray:
-    """Read a sound file as float32 [channels, frames] at ``sample_rate`` (soxr resampling, or a
-    clear refusal); more channels than the model takes are mixed down."""
-    if not path.is_file():
-        raise BendingError(f"no input file {path}")
-    try:
-        audio, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    except sf.LibsndfileError as error:
-        raise BendingError(f"cannot read {path}: {error}") from None
-    if rate != sample_rate:
-        if not resample:
-            raise BendingError(
-                f"{path} is at {rate} Hz and the model at {sample_rate} Hz: allow resampling "
-                "or convert the file first"
-            )
-        audio = soxr.resample(audio, rate, sample_rate).astype(np.float32)
-    audio = audio.T
-    if audio.shape[0] != channels:
-        if channels != 1:
-            raise BendingError(f"{path} has {audio.shape[0]} channels, the model takes {channels}")
-        audio = audio.mean(axis=0, keepdims=True)
-    return np.ascontiguousarray(audio)
 
 
 def render_file(

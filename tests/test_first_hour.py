@@ -102,9 +102,13 @@ def test_a_score_saves_the_state_at_its_time(tmp_path, monkeypatch):
 
 def test_render_and_serve_take_the_models_preset_by_one_rule(tmp_path, capsys):
     demo = tb.load_model("drive").demo
-    for choice, ops in [([], "mask"), (["-p", "none"], None)]:
-        out = tmp_path / f"{len(choice)}.wav"
+    rendered = {}
+    for choice in ([], ["-p", "drive"], ["-p", "none"]):
+        out = tmp_path / f"{'-'.join(choice) or 'default'}.wav"
         assert main(["render", str(demo), "-o", str(out), *choice]) == 0
+        rendered[tuple(choice)] = sf.read(str(out), dtype="float32")[0]
+    np.testing.assert_array_equal(rendered[()], rendered[("-p", "drive")])
+    assert not np.allclose(rendered[()], rendered[("-p", "none")], atol=1e-3)
     score = tmp_path / "score.txt"
     score.write_text("0.1 /bend/mask/prob 0.5\n")
     assert main(["render", str(demo), "-o", str(tmp_path / "s.wav"), "--score", str(score)]) == 0

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from ..audiofile import FORMATS
 from ..errors import BendingError
-from ..render import FORMATS
 
 log = logging.getLogger("bendserver.audio")
 

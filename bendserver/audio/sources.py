@@ -1,7 +1,8 @@
 """Inputs for output-only streams: silence, or a sound file looped from memory.
 
 The audio callback asks a source for ``frames`` frames; a source never reads a file or allocates
-in that call (the file is read before the stream starts, with :func:`bendserver.render.read_audio`).
+in that call (the file is read before the stream starts, with
+:func:`bendserver.audiofile.read_audio`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ..audiofile import read_audio
 from ..errors import BendingError
-from ..render import read_audio
 
 
 class Source(Protocol):

@@ -12,14 +12,20 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import BendingError
 from .base import BendingOp
 from .ops import op_from_spec
 
-if TYPE_CHECKING:
-    from ..module import BendedModule
+
+class BendedModule(Protocol):
+    """What a config is bound to (a :class:`~bendserver.BendedModule`): it resolves keys."""
+
+    def resolve(self, key: str) -> list[str]: ...
+
+    def describe(self) -> str: ...
+
 
 FORMAT = "bendserver.config"
 FORMAT_VERSION = 1

@@ -67,13 +67,23 @@ NOTES = """
 
 `/stats` keys: `blocks` (blocks computed), `xruns` (device under/overflows reported to the audio
 callback), `missed` (threaded mode: outputs not ready in time), `callback_errors`, `received`
-(messages), `dropped` (messages lost: control queue or socket buffer full), `malformed`
-(packets), `denied` (packets from hosts not allowed), `osc_errors` (`/error` replies), `late`
-(blocks whose compute took longer than the block lasts), `errors` (model or command failures),
-`p50_ms`, `p99_ms`, `max_ms` (compute time per block over the last 8192 blocks), `nan`
-(non-finite samples zeroed), `limited` (blocks the limiter touched), `commands` (commands
-applied), `pending` (commands waiting for their block); `overruns` in threaded mode and
-`record_dropped` with `--record`.
+(datagrams from allowed hosts), `coalesced` (parameter values replaced by a newer value of the
+same address before they applied), `dropped` (messages lost: the control inbox or the socket
+buffer full; it stays 0 on a server sized for its traffic), `malformed` (packets), `denied`
+(packets from hosts not allowed), `osc_errors` (`/error` replies), `late` (blocks whose compute
+took longer than the block lasts), `errors` (model or change failures), `p50_ms`, `p99_ms`,
+`max_ms` (compute time per block over the last 8192 blocks), `nan` (non-finite samples zeroed),
+`limited` (blocks the limiter touched), `commands` (changes applied), `pending` (changes waiting
+for their block); `overruns` in threaded mode and `record_dropped` with `--record`.
+
+## Coalescing
+
+A parameter message (`/bend/<id>/<param>`, `/bend/<id>/enable`, `/interp`, `/engine/gain`,
+`/engine/mix`, `/engine/bypass`) that arrives while an older one of the same address still
+waits replaces it: a fader dump of thousands of values applies its last value within a block or
+two, never a stale one. Other messages (`/bend/add`, `/bend/remove`, `/preset/load`, `/version`,
+queries...) are never coalesced and keep their order; a parameter message sent after one of
+them is applied after it. A bundle with a timetag is never coalesced.
 
 ## Timing
 

@@ -2,9 +2,10 @@
 
 Not python-osc's ``ThreadingOSCUDPServer`` (a thread per packet drained 7k msg/s and lost most
 of a burst) nor its blocking server (it sleeps on a future timetag): a plain UDP socket read in a
-loop, with a large receive buffer. The thread only parses; everything else happens on the control
-worker. On Linux the kernel's arrival time of each datagram (``SO_TIMESTAMPNS``) is kept for
-latency measurements, and the count of datagrams the kernel dropped because the buffer was full
+loop, with a large receive buffer, drained as fast as the kernel fills it: the thread checks the
+sender and hands the datagram on; parsing and everything else happen on the control worker
+(after the inbox has coalesced parameter values). On Linux the kernel's arrival time of each
+datagram (``SO_TIMESTAMPNS``) is kept for latency measurements, and the count of datagrams the kernel dropped because the buffer was full
 (``SO_RXQ_OVFL``) is read from every datagram, so that no loss goes uncounted.
 """
 
@@ -18,11 +19,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ..audio.gate import ComputeGate
 from ..errors import BendingError
 from ..threads import LoopThread
 from .access import AccessList
-from .packets import Incoming, MalformedPacket, parse_datagram
 
 log = logging.getLogger("bendserver.osc")
 
@@ -34,18 +33,15 @@ _MAX_DATAGRAM = 65536
 _SO_TIMESTAMPNS = 35
 _SO_RXQ_OVFL = 40
 
-Deliver = Callable[[Incoming, str, float], None]
-Refuse = Callable[[str, str], None]
+Deliver = Callable[[bytes, str, float], None]
 
 
 class OscReceiver(LoopThread):
     """Reads OSC datagrams on ``(host, port)`` on its own thread.
 
-    Each message of an allowed, well-formed datagram goes to ``deliver(message, sender_host,
-    arrival_time)``; a malformed one to ``refuse(sender_host, reason)``. Datagrams from hosts
-    outside ``access`` are dropped and counted, without a reply. With a ``gate`` (see
-    :mod:`bendserver.audio.gate`), parsing in a burst waits for the gaps between blocks (the
-    datagrams wait in the socket's buffer meanwhile).
+    Each datagram from an allowed host goes to ``deliver(datagram, sender_host,
+    arrival_time)``. Datagrams from hosts outside ``access`` are dropped and counted, without a
+    reply.
     """
 
     def __init__(
@@ -53,13 +49,10 @@ class OscReceiver(LoopThread):
         host: str,
         port: int,
         deliver: Deliver,
-        refuse: Refuse,
         access: AccessList | None = None,
         rcvbuf: int = DEFAULT_RCVBUF,
-        gate: ComputeGate | None = None,
     ) -> None:
-        self.deliver, self.refuse = deliver, refuse
-        self._admission = gate.admission() if gate is not None else None
+        self.deliver = deliver
         self.access = access or AccessList()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_DGRAM)
@@ -81,8 +74,7 @@ class OscReceiver(LoopThread):
         self.socket.settimeout(0.2)  # how quickly stop() is noticed
         self.host, self.port = self.socket.getsockname()[:2]
         self.packets = 0  #: datagrams read
-        self.messages = 0  #: messages parsed and delivered
-        self.malformed = 0  #: datagrams refused as not OSC (or unsupported types)
+        self.accepted = 0  #: datagrams from allowed hosts, handed on
         self.denied = 0  #: datagrams from hosts not allowed
         self._denied_hosts: set[str] = set()
         self.kernel_dropped = 0  #: datagrams the kernel dropped, its buffer full
@@ -105,8 +97,6 @@ class OscReceiver(LoopThread):
                 if not self._stop.is_set():
                     log.error("OSC socket failed: %s", error)
                 return
-            if self._admission is not None:
-                self._admission.wait(0.01)
             try:
                 self._handle(data, ancillary, sender[0])
             except Exception:  # one odd packet must not end the loop
@@ -124,15 +114,8 @@ class OscReceiver(LoopThread):
                 networks = ", ".join(str(n) for n in self.access.networks)
                 log.warning("OSC from %s denied: allowed are %s (--allow CIDR)", host, networks)
             return
-        try:
-            messages = parse_datagram(data)
-        except MalformedPacket as error:
-            self.malformed += 1
-            self.refuse(host, str(error))
-            return
-        for message in messages:
-            self.messages += 1
-            self.deliver(message, host, arrival)
+        self.accepted += 1
+        self.deliver(data, host, arrival)
 
     def _read_ancillary(self, ancillary: list[tuple[int, int, bytes]]) -> float:
         """The kernel's arrival time (else now); updates the kernel drop count."""

@@ -35,9 +35,7 @@ class OscService:
         self.replies = ReplySender(reply_port, reply_host)
         self.worker = ControlWorker(controller, self.replies, clock, gate)
         try:
-            self.receiver = OscReceiver(
-                host, port, self.worker.submit, self.worker.refuse, AccessList(allow), rcvbuf, gate
-            )
+            self.receiver = OscReceiver(host, port, self.worker.receive, AccessList(allow), rcvbuf)
         except Exception:
             self.replies.close()
             raise
@@ -67,12 +65,14 @@ class OscService:
         self.replies.close()
 
     def counters(self) -> dict[str, float]:
-        """Messages received, lost (full queue or full socket buffer), refused, errors."""
+        """Datagrams received, parameter values coalesced, messages lost (full inbox or socket
+        buffer), refused, errors."""
         receiver, worker = self.receiver, self.worker
         return {
-            "received": receiver.messages,
+            "received": receiver.accepted,
+            "coalesced": worker.coalesced,
             "dropped": worker.dropped + receiver.kernel_dropped,
-            "malformed": receiver.malformed,
+            "malformed": worker.malformed,
             "denied": receiver.denied,
             "osc_errors": worker.errors,
         }

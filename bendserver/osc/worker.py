@@ -1,21 +1,20 @@
-"""The control worker: the one thread that turns received messages into engine commands.
+"""The control worker: the one thread that turns received messages into engine changes.
 
-The receiver thread only parses; ``Controller.dispatch`` (validation, weight tensors, graph
-rebuilds) runs here, never on the audio thread. A bundle's future timetag becomes a sample time
-against the audio clock and is passed on as ``at``, so the change applies at the first block
-that starts at or after it; an immediate or past timetag applies at the next block.
+The receiver thread only drains the socket into the :class:`Inbox` (where a parameter value
+replaces an older one of the same address that still waits); this worker parses what is left,
+and ``Controller.dispatch`` (validation, weight tensors, graph rebuilds) runs here, never on the
+audio thread. A bundle's future timetag becomes a sample time against the audio clock and is
+passed on as ``at``, so the change applies at the first block that starts at or after it; an
+immediate or past timetag applies at the next block.
 
 The worker keeps out of the audio's way: in a burst it dispatches only in the gaps between blocks
 (the compute gate; see :mod:`bendserver.audio.gate` for why), and at most ``per_block`` messages
-per audio block, so that a burst cannot pile thousands of commands onto one block boundary (the
-engine applies every due command before it computes). The rest wait in a bounded queue; what
-does not fit is dropped and counted.
+per audio block, so that a burst cannot pile hundreds of changes onto one block boundary.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,14 +24,15 @@ from ..audio.gate import ComputeGate
 from ..control import Controller
 from ..errors import BendingError
 from ..threads import LoopThread
-from .packets import Incoming
+from .inbox import Inbox
+from .packets import Incoming, MalformedPacket, parse_datagram
 from .replies import ReplySender
 
 log = logging.getLogger("bendserver.osc")
 
 
 class ControlWorker(LoopThread):
-    """Dispatches queued messages on its own thread and sends the replies."""
+    """Dispatches the inbox's messages on its own thread and sends the replies."""
 
     def __init__(
         self,
@@ -49,10 +49,10 @@ class ControlWorker(LoopThread):
         self.gate = gate
         self._admission = gate.admission() if gate is not None else None
         self.per_block = per_block
-        self._queue: queue.Queue[tuple[Incoming | str, str]] = queue.Queue(capacity)
+        self.inbox = Inbox(capacity)
         self.handled = 0  #: messages dispatched without error
         self.errors = 0  #: messages answered with /error (malformed packets included)
-        self.dropped = 0  #: messages lost because the queue was full
+        self.malformed = 0  #: datagrams that were not OSC (or used unsupported types)
         self.scheduled = 0  #: messages with a future timetag, passed on with ``at``
         self._budget_block = -1
         self._budget = 0
@@ -60,38 +60,49 @@ class ControlWorker(LoopThread):
 
     # -- called by the receiver thread -------------------------------------------------------
 
+    def receive(self, datagram: bytes, host: str, arrival: float = 0.0) -> None:
+        """Queue one datagram from ``host`` (parsed later, if a newer value does not replace
+        it first)."""
+        self.inbox.put(datagram, host, arrival)
+
     def submit(self, message: Incoming, host: str, arrival: float = 0.0) -> None:
-        """Queue one message from ``host``; counted as dropped when the queue is full."""
-        self._put((message, host))
+        """Queue one parsed message from ``host``."""
+        self.inbox.put(message, host, arrival)
 
-    def refuse(self, host: str, reason: str) -> None:
-        """Queue an ``/error`` reply for a packet that could not be parsed."""
-        self._put((reason, host))
+    @property
+    def dropped(self) -> int:
+        """Messages lost because the inbox was full."""
+        return self.inbox.dropped
 
-    def _put(self, item: tuple[Incoming | str, str]) -> None:
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            self.dropped += 1
+    @property
+    def coalesced(self) -> int:
+        """Parameter values replaced by a newer one of the same address before they applied."""
+        return self.inbox.coalesced
 
     # -- the worker thread -------------------------------------------------------------------
 
     def pending(self) -> int:
-        """Messages waiting in the queue."""
-        return self._queue.qsize()
+        """Messages waiting in the inbox."""
+        return len(self.inbox)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                item, host = self._queue.get(timeout=0.2)
-            except queue.Empty:
+            letter = self.inbox.take(0.2)
+            if letter is None:
                 continue
-            if isinstance(item, str):
-                self.errors += 1
-                self.replies.send(host, "/error", ["", f"malformed packet: {item}"])
-                continue
-            self._pace()
-            self._handle(item, host)
+            if isinstance(letter.content, Incoming):
+                messages = [letter.content]
+            else:
+                try:
+                    messages = parse_datagram(letter.content)
+                except MalformedPacket as error:
+                    self.malformed += 1
+                    self.errors += 1
+                    self.replies.send(letter.host, "/error", ["", f"malformed packet: {error}"])
+                    continue
+            for message in messages:
+                self._pace()
+                self._handle(message, letter.host)
 
     def _handle(self, message: Incoming, host: str) -> None:
         try:

@@ -1,11 +1,11 @@
-"""The OSC socket: one thread reads datagrams, checks the sender, parses, and hands on.
+"""The OSC socket: one thread reads datagrams, checks the sender, and hands them on.
 
 Not python-osc's ``ThreadingOSCUDPServer`` (a thread per packet drained 7k msg/s and lost most
 of a burst) nor its blocking server (it sleeps on a future timetag): a plain UDP socket read in a
-loop, with a large receive buffer, drained as fast as the kernel fills it: the thread checks the
-sender and hands the datagram on; parsing and everything else happen on the control worker
-(after the inbox has coalesced parameter values). On Linux the kernel's arrival time of each
-datagram (``SO_TIMESTAMPNS``) is kept for latency measurements, and the count of datagrams the kernel dropped because the buffer was full
+loop, with a large receive buffer, drained as fast as the kernel fills it. Parsing and
+everything else happen on the control worker, after the inbox has coalesced parameter values.
+On Linux the kernel's arrival time of each datagram (``SO_TIMESTAMPNS``) is kept for latency
+measurements, and the count of datagrams the kernel dropped because the buffer was full
 (``SO_RXQ_OVFL``) is read from every datagram, so that no loss goes uncounted.
 """
 

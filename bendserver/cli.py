@@ -131,6 +131,14 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stress(args: argparse.Namespace) -> int:
+    from .stress import format_rows, run_stress
+
+    rows = run_stress(args.model, args.preset, args.block, args.load.split(","), args.seconds)
+    print(format_rows(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bendserver", description=__doc__)
     parser.add_argument("--version", action="version", version=f"bendserver {__version__}")
@@ -229,6 +237,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.set_defaults(run=_bench)
+
+    stress = commands.add_parser(
+        "stress", help="the live server under OSC load on a JACK dummy clock, as a table"
+    )
+    stress.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    stress.add_argument("-p", "--preset", help="preset (default: the model's; 'none': no preset)")
+    stress.add_argument(
+        "--block", type=_blocks, default=[128, 256], help="block sizes, e.g. 128,256"
+    )
+    stress.add_argument(
+        "--load",
+        default="0,1k,10k,burst",
+        help="loads, comma-separated: 0 (no OSC), 1k and 10k (messages a second), burst "
+        "(20 000 as fast as one client sends)",
+    )
+    stress.add_argument(
+        "--seconds", type=float, default=20.0, help="seconds each load lasts (default 20)"
+    )
+    stress.set_defaults(run=_stress)
     return parser
 
 

@@ -114,9 +114,27 @@ class AudioCallback:
         self.log.record(started, time.time(), self.frames - frames, level)
 
     def counters(self) -> dict[str, float]:
-        """Xruns, outputs not ready in time (threaded mode), failed callbacks."""
+        """Xruns, outputs not ready in time (threaded mode), failed callbacks, and how far
+        callbacks started from their period (jitter, ms: p50, p99, max over the last ones)."""
         return {
             "xruns": self.xruns,
             "missed": self.processor.missed,
             "callback_errors": self.errors,
+            **self.jitter_ms(),
+        }
+
+    def jitter_ms(self) -> dict[str, float]:
+        """|interval between callback starts - the period|, in ms (control side)."""
+        recent = self.log.recent()
+        starts, frames = recent["start"], recent["frame"]
+        if len(starts) < 3:
+            return {"jitter_p50_ms": 0.0, "jitter_p99_ms": 0.0, "jitter_max_ms": 0.0}
+        intervals = np.diff(starts)
+        periods = np.diff(frames) / self.clock.sample_rate
+        jitter = 1e3 * np.abs(intervals - periods)
+        p50, p99 = np.percentile(jitter, [50, 99])
+        return {
+            "jitter_p50_ms": float(p50),
+            "jitter_p99_ms": float(p99),
+            "jitter_max_ms": float(jitter.max()),
         }

@@ -19,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from ..audio.gate import ComputeGate
 from ..errors import BendingError
 from ..threads import LoopThread
 from .access import AccessList
@@ -28,6 +29,8 @@ log = logging.getLogger("bendserver.osc")
 #: Receive buffer asked for; Linux grants up to ``net.core.rmem_max`` (and reports double).
 DEFAULT_RCVBUF = 4 * 1024 * 1024
 _MAX_DATAGRAM = 65536
+#: Datagrams read in one pass through the compute gate.
+BATCH = 64
 
 # Linux socket options that Python's socket module does not name.
 _SO_TIMESTAMPNS = 35
@@ -41,7 +44,8 @@ class OscReceiver(LoopThread):
 
     Each datagram from an allowed host goes to ``deliver(datagram, sender_host,
     arrival_time)``. Datagrams from hosts outside ``access`` are dropped and counted, without a
-    reply.
+    reply. With a ``gate`` (see :mod:`bendserver.audio.gate`), reading in a burst waits for the
+    gaps between blocks (the datagrams wait in the socket's buffer meanwhile).
     """
 
     def __init__(
@@ -51,8 +55,10 @@ class OscReceiver(LoopThread):
         deliver: Deliver,
         access: AccessList | None = None,
         rcvbuf: int = DEFAULT_RCVBUF,
+        gate: ComputeGate | None = None,
     ) -> None:
         self.deliver = deliver
+        self._admission = gate.admission() if gate is not None else None
         self.access = access or AccessList()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_DGRAM)
@@ -90,17 +96,35 @@ class OscReceiver(LoopThread):
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                data, ancillary, _, sender = self.socket.recvmsg(_MAX_DATAGRAM, 256)
+                first = self.socket.recvmsg(_MAX_DATAGRAM, 256)
             except TimeoutError:
                 continue
             except OSError as error:
                 if not self._stop.is_set():
                     log.error("OSC socket failed: %s", error)
                 return
+            if self._admission is not None:
+                self._admission.wait(0.01)
+            self._drain(first)
+
+    def _drain(self, first: tuple) -> None:
+        """Handle ``first`` and whatever else waits in the socket, up to ``BATCH`` datagrams
+        per pass through the gate (one check per datagram would cost more than the datagram)."""
+        received = first
+        for count in range(1, BATCH + 1):
+            data, ancillary, _, sender = received
             try:
                 self._handle(data, ancillary, sender[0])
             except Exception:  # one odd packet must not end the loop
                 log.exception("OSC packet from %s not handled", sender[0])
+            if count == BATCH:
+                return
+            try:
+                received = self.socket.recvmsg(_MAX_DATAGRAM, 256, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return  # closed: the loop notices
 
     def _handle(self, data: bytes, ancillary: list[tuple[int, int, bytes]], host: str) -> None:
         arrival = self._read_ancillary(ancillary)

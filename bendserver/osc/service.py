@@ -35,7 +35,9 @@ class OscService:
         self.replies = ReplySender(reply_port, reply_host)
         self.worker = ControlWorker(controller, self.replies, clock, gate)
         try:
-            self.receiver = OscReceiver(host, port, self.worker.receive, AccessList(allow), rcvbuf)
+            self.receiver = OscReceiver(
+                host, port, self.worker.receive, AccessList(allow), rcvbuf, gate
+            )
         except Exception:
             self.replies.close()
             raise

@@ -1,0 +1,224 @@
+"""``bendserver stress``: the live server under OSC load on a real audio clock, as a table.
+
+For each block size it starts a JACK server on the dummy driver (a real clock, no sound card),
+``bendserver serve`` on it with the model and its preset, and for each load a client process
+(:mod:`bendserver.osc.loadgen`) sending the preset's parameters; after each load the client
+sends one final value per address, and the table says whether the server ended with those
+values, beside xruns, late blocks, messages received / coalesced / dropped, compute and
+callback-start jitter. Anyone can run it (Debian: ``jackd2``); its figures are the ones the docs
+quote, measured, never computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pythonosc.osc_message import OscMessage
+from pythonosc.osc_message_builder import build_msg
+from tabulate import tabulate
+
+from .errors import BendingError
+from .loader import load_model
+from .presets import load_preset, preset_for
+
+#: Loads: a name and (messages a second, seconds; a negative seconds value means that many
+#: thousand messages, sent as fast as one client can).
+LOADS = {
+    "0": (0.0, 0.0),
+    "1k": (1000.0, 1.0),
+    "10k": (10000.0, 1.0),
+    "20k": (20000.0, 1.0),
+    "burst": (0.0, -20.0),
+}
+_LOADGEN = Path(__file__).parent / "osc" / "loadgen.py"
+
+
+@dataclass
+class Row:
+    block: int
+    load: str
+    sent: int
+    received: int
+    coalesced: int
+    dropped: int
+    xruns: int
+    late: int
+    final: str
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    jitter_p99_ms: float
+    jitter_max_ms: float
+
+
+def run_stress(
+    model: str, preset: str | None, blocks: list[int], loads: list[str], seconds: float
+) -> list[Row]:
+    """Measure every (block, load); returns the rows of the table."""
+    for name in ("jackd", "jack_wait"):
+        if shutil.which(name) is None:
+            raise BendingError(f"{name} is missing: install Debian's jackd2")
+    unknown = sorted(set(loads) - set(LOADS))
+    if unknown:
+        raise BendingError(f"unknown loads {unknown}: choose from {sorted(LOADS)}")
+    ranges = _parameters(model, preset)
+    rows = []
+    for block in blocks:
+        with _jack(block) as server_name, _served(model, preset, block, server_name) as osc:
+            for load in loads:
+                rows.append(_measure(osc, block, load, seconds, ranges))
+    return rows
+
+
+def format_rows(rows: list[Row]) -> str:
+    headers = [
+        "block", "load", "sent", "received", "coalesced", "dropped", "xruns", "late",
+        "final values", "compute p50 ms", "p99 ms", "max ms", "jitter p99 ms", "jitter max ms",
+    ]  # fmt: skip
+    table = [list(vars(row).values()) for row in rows]
+    return tabulate(table, headers=headers, floatfmt=".2f")
+
+
+def _parameters(model: str, preset: str | None) -> list[tuple[str, float, float]]:
+    """The addresses the client sends: each parameter of the preset's ops, in its range (capped
+    to musical values), and the output gain."""
+    from .bending.ops import OPS
+
+    loaded = load_model(model)
+    chosen = preset_for(loaded, preset)
+    ranges = [("/engine/gain", 0.5, 1.0)]
+    if chosen is not None:
+        for op_id, spec in load_preset(chosen).config.get("ops", {}).items():
+            for name, param in OPS[spec["op"]].params.items():
+                low, high = max(param.low, 0.0), min(param.high, 1.0)
+                ranges.append((f"/bend/{op_id}/{name}", low, max(low, high * 0.5)))
+    return ranges
+
+
+class _Osc:
+    """The server's OSC port and a socket for its replies."""
+
+    def __init__(self, port: int, replies: socket.socket) -> None:
+        self.port, self.replies = port, replies
+
+    def ask(self, address: str) -> list:
+        self.replies.sendto(build_msg(address, []).dgram, ("127.0.0.1", self.port))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            self.replies.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                message = OscMessage(self.replies.recv(65536))
+            except TimeoutError:
+                break
+            if message.address == address:
+                return list(message.params)
+        raise BendingError(f"the server did not answer {address}")
+
+    def stats(self) -> dict:
+        pairs = self.ask("/stats")
+        return dict(zip(pairs[::2], pairs[1::2], strict=True))
+
+
+def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> Row:
+    rate, duration = LOADS[load]
+    duration = duration * seconds if duration > 0 else duration
+    before = osc.stats()
+    if load == "0":
+        time.sleep(seconds)
+        sent, final = 0, "-"
+    else:
+        value = 0.37 + 0.01 * len(load)  # a value no load message carries
+        client = subprocess.run(
+            [sys.executable, str(_LOADGEN), str(osc.port), str(rate), str(duration), str(value)]
+            + [f"{a}={lo}:{hi}" for a, lo, hi in ranges],
+            capture_output=True,
+            text=True,
+        )
+        sent = int(client.stdout.split()[1])
+        time.sleep(2 * block / 48000 + 0.005)  # two blocks after the last message
+        wanted = {a: lo + (hi - lo) * value for a, lo, hi in ranges}
+        got = {a: osc.ask(f"/get{a}")[0] for a in wanted}
+        settled = osc.stats()
+        ok = all(math.isclose(got[a], v, abs_tol=1e-6) for a, v in wanted.items())
+        final = "all applied" if ok and settled["pending"] == 0 else f"WRONG {got}"
+    after = osc.stats()
+    delta = {k: after[k] - before[k] for k in ("received", "coalesced", "dropped", "xruns", "late")}
+    return Row(
+        block, load, sent, int(delta["received"]), int(delta["coalesced"]),
+        int(delta["dropped"]), int(delta["xruns"]), int(delta["late"]), final,
+        after["p50_ms"], after["p99_ms"], after["max_ms"],
+        after["jitter_p99_ms"], after["jitter_max_ms"],
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _jack(block: int) -> Iterator[str]:
+    """A JACK server on the dummy driver at 48 kHz and ``block`` frames."""
+    name = f"bendstress{os.getpid()}x{block}"
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(
+        ["jackd", "-n", name, "-d", "dummy", "-r", "48000", "-p", str(block)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        ready = subprocess.run(
+            ["jack_wait", "-s", name, "-w", "-t", "10"], capture_output=True, text=True
+        )
+        if "available" not in ready.stdout:
+            log.seek(0)
+            raise BendingError(f"jackd did not start: {log.read().decode(errors='replace')}")
+        yield name
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+
+
+@contextlib.contextmanager
+def _served(model: str, preset: str | None, block: int, jack: str) -> Iterator[_Osc]:
+    """``bendserver serve`` on the JACK server, in its own process, until the block ends."""
+    replies = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    replies.bind(("127.0.0.1", 0))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable, "-m", "bendserver.cli", "serve", "-m", model, "--audio", "jack",
+        "--block", str(block), "--osc-port", str(port),
+        "--reply-port", str(replies.getsockname()[1]), *(["-p", preset] if preset else []),
+    ]  # fmt: skip
+    env = {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
+    env["PYTHONUNBUFFERED"] = "1"
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    try:
+        banner = []
+        for line in server.stdout:
+            banner.append(line)
+            if line.startswith("try"):
+                break
+        else:
+            raise BendingError("the server did not start:\n" + "".join(banner))
+        time.sleep(1.0)  # past the first blocks
+        yield _Osc(port, replies)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        replies.close()

@@ -134,7 +134,12 @@ def _bench(args: argparse.Namespace) -> int:
 def _stress(args: argparse.Namespace) -> int:
     from .stress import format_rows, run_stress
 
-    rows = run_stress(args.model, args.preset, args.block, args.load.split(","), args.seconds)
+    def progress(row: object) -> None:
+        print(f"measured: {row}", file=sys.stderr, flush=True)
+
+    rows = run_stress(
+        args.model, args.preset, args.block, args.load.split(","), args.seconds, progress
+    )
     print(format_rows(rows))
     return 0
 

@@ -13,6 +13,7 @@ plays once every change sent so far has applied.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -408,3 +409,15 @@ ADDRESSES: tuple[Address, ...] = (
 
 #: The table in routing order: patterns with more literal parts first.
 _ROUTES = sorted(ADDRESSES, key=lambda a: -sum(not p.startswith("<") for p in a.parts))
+
+
+def coalescing_pattern() -> str:
+    """A regular expression of the addresses whose values coalesce (from the table: for the
+    OSC intake, which runs without the rest of bendserver)."""
+    name = OP_ID.pattern
+    alternatives = [
+        "/".join(name if part.startswith("<") else re.escape(part) for part in entry.parts)
+        for entry in ADDRESSES
+        if entry.coalesce
+    ]
+    return "/(?:" + "|".join(alternatives) + ")"

@@ -235,7 +235,7 @@ class Server:
                 "note       no default sound card: playing on the null backend; "
                 f"--audio NAME picks a device{hint}",
             )
-        networks = [str(n) for n in self.osc.receiver.access.networks]
+        networks = [str(n) for n in self.osc.receiver.networks]
         if self.osc.receiver.host not in ("127.0.0.1", "::1", "localhost"):
             lines.append(
                 f"allowed    OSC from {', '.join(networks)} only"

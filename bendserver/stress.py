@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,9 +64,14 @@ class Row:
 
 
 def run_stress(
-    model: str, preset: str | None, blocks: list[int], loads: list[str], seconds: float
+    model: str,
+    preset: str | None,
+    blocks: list[int],
+    loads: list[str],
+    seconds: float,
+    progress: Callable[[Row], None] = lambda row: None,
 ) -> list[Row]:
-    """Measure every (block, load); returns the rows of the table."""
+    """Measure every (block, load), calling ``progress`` with each row; returns the rows."""
     for name in ("jackd", "jack_wait"):
         if shutil.which(name) is None:
             raise BendingError(f"{name} is missing: install Debian's jackd2")
@@ -79,6 +84,7 @@ def run_stress(
         with _jack(block) as server_name, _served(model, preset, block, server_name) as osc:
             for load in loads:
                 rows.append(_measure(osc, block, load, seconds, ranges))
+                progress(rows[-1])
     return rows
 
 
@@ -115,7 +121,7 @@ class _Osc:
 
     def ask(self, address: str) -> list:
         self.replies.sendto(build_msg(address, []).dgram, ("127.0.0.1", self.port))
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             self.replies.settimeout(max(0.01, deadline - time.monotonic()))
             try:

@@ -4,7 +4,10 @@ socket, /stats with the server's counters, and the generated reference page."""
 import importlib.util
 import random
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver.audio import AudioClock, ComputeGate
-from bendserver.control import Controller
+from bendserver.control import Controller, coalescing_pattern
 from bendserver.osc import (
     AccessList,
     ControlWorker,
@@ -26,6 +29,7 @@ from bendserver.osc import (
     encode,
     parse_datagram,
 )
+from bendserver.osc.access import checked_networks
 from bendserver.osc.packets import MAX_DEPTH
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -103,7 +107,7 @@ def test_access_list():
     assert not allowed.allows("192.168.2.1") and not allowed.allows("10.0.0.8")
     assert allowed.allows("::ffff:192.168.1.20"), "IPv4-mapped IPv6 senders"
     with pytest.raises(tb.BendingError, match="CIDR notation such as 192.168.1.0/24"):
-        AccessList(["192.168.1.0/33"])
+        checked_networks(["192.168.1.0/33"])
 
 
 def test_encode_replies_for_pd_and_max():
@@ -232,7 +236,7 @@ def test_the_last_word_always_lands_and_structure_is_never_coalesced(engine):
     worker.receive(build_msg("/engine/gain", [0.5]).dgram, "127.0.0.1")  # after a structural one
     worker.receive(build_msg("/engine/gain", [0.25]).dgram, "127.0.0.1")
     assert worker.pending() == 5, "add, value, gain, remove, gain"
-    assert worker.coalesced == 2 * 999 + 1 and worker.dropped == 0
+    assert worker.inbox.coalesced == 2 * 999 + 1 and worker.inbox.dropped == 0
     run_worker(worker, [])
     assert worker.errors == 0 and worker.handled == 5
     history = [engine.process(ONES)[0, -1] for _ in range(2)]
@@ -243,7 +247,7 @@ def test_worker_counts_what_a_full_queue_drops(engine):
     worker = ControlWorker(Controller(engine), Recording(), capacity=10)
     for _ in range(25):
         worker.submit(Incoming("/ping", ()), "127.0.0.1")
-    assert worker.dropped == 15 and worker.pending() == 10
+    assert worker.inbox.dropped == 15 and worker.pending() == 10
 
 
 def test_stats_carry_the_server_counters(engine):
@@ -258,67 +262,82 @@ def test_stats_carry_the_server_counters(engine):
 # -- the receiver socket -----------------------------------------------------------------------
 
 
-class NobodyAllowed(AccessList):
-    def allows(self, host):
-        return False
-
-
-def receiver_with(access=None):
-    got = []
-
-    def deliver(datagram, host, arrival):
-        got.append((datagram, host, arrival))
-
-    receiver = OscReceiver("127.0.0.1", 0, deliver, access)
-    return receiver, got
-
-
 def send(port, *datagrams):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
         for data in datagrams:
             sender.sendto(data, ("127.0.0.1", port))
 
 
-def wait_until(condition, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return condition()
+def intake(allow=()):
+    """The real intake process on a free port."""
+    return OscReceiver("127.0.0.1", 0, coalescing_pattern(), allow)
 
 
-def test_receiver_hands_datagrams_on_counts_and_stamps_arrival():
-    receiver, got = receiver_with()
-    receiver.start()
+def taken(receiver, count, timeout=3.0):
+    letters, deadline = [], time.monotonic() + timeout
+    while len(letters) < count and time.monotonic() < deadline:
+        letter = receiver.take(0.1)
+        if letter is not None:
+            letters.append(letter)
+    return letters
+
+
+def test_the_intake_process_forwards_datagrams_and_stamps_arrival():
+    receiver = intake()
     try:
         before = time.time()
         datagrams = [build_msg("/ping", []).dgram, b"garbage", build_msg("/a", [1]).dgram]
         send(receiver.port, *datagrams)
-        assert wait_until(lambda: receiver.packets == 3)
-        assert [data for data, _, _ in got] == datagrams, "unparsed: the worker parses"
-        assert got[0][1] == "127.0.0.1" and before - 0.1 < got[0][2] < time.time() + 0.1
-        assert receiver.accepted == 3
+        letters = taken(receiver, 3)
+        assert [letter.content for letter in letters] == datagrams, "unparsed: the worker parses"
+        assert letters[0].host == "127.0.0.1"
+        assert before - 0.1 < letters[0].arrival < time.time() + 0.1
+        assert receiver.counters()["accepted"] == 3 and receiver.counters()["packets"] == 3
         assert receiver.rcvbuf >= 65536, "a large receive buffer"
         print(f"SO_RCVBUF asked 4 MiB, granted {receiver.rcvbuf} bytes")
     finally:
         receiver.stop()
 
 
-def test_receiver_drops_hosts_not_allowed_without_a_reply():
-    receiver, got = receiver_with(NobodyAllowed())
-    receiver.start()
+def test_the_intake_coalesces_a_fader_dump_and_keeps_the_last_value():
+    receiver = intake()
     try:
-        send(receiver.port, build_msg("/ping", []).dgram, b"garbage")
-        assert wait_until(lambda: receiver.denied == 2)
-        assert not got and receiver.accepted == 0
+        values = [build_msg("/bend/mask/prob", [i / 20000]).dgram for i in range(20000)]
+        send(receiver.port, build_msg("/bend/add", ["m"]).dgram)
+        for start in range(0, 20000, 100):  # about 40 000 a second: a fast client's pace
+            send(receiver.port, *values[start : start + 100])
+            time.sleep(0.0025)
+        send(receiver.port, build_msg("/bend/mask/prob", [0.75]).dgram)
+        letters = taken(receiver, 10**6, timeout=1.0)
+        parsed = [OscMessage(letter.content) for letter in letters]
+        assert parsed[0].address == "/bend/add", "structural messages are never coalesced"
+        assert parsed[-1].address == "/bend/mask/prob" and parsed[-1].params == [0.75]
+        counters = receiver.counters()
+        assert counters["accepted"] == 20002, counters
+        assert counters["dropped"] == counters["kernel_dropped"] == 0
+        assert len(letters) + counters["coalesced"] == 20002
+        print(f"20 002 datagrams in, {len(letters)} forwarded, {counters['coalesced']} coalesced")
     finally:
         receiver.stop()
 
 
+def test_the_intake_script_runs_without_torch_or_bendserver():
+    script = (
+        "import runpy, sys; runpy.run_path(sys.argv[1], run_name='intake');"
+        "print(sorted(m for m in sys.modules if m.startswith(('torch', 'bendserver'))))"
+    )
+    intake_file = Path(tb.__file__).parent / "osc" / "intake.py"
+    process = subprocess.run(
+        [sys.executable, "-c", script, str(intake_file)], capture_output=True, text=True
+    )
+    assert process.stdout.strip() == "[]", process.stderr
+
+
 def test_busy_port_says_what_to_do():
-    receiver, _ = receiver_with()
+    receiver = intake()
     try:
         with pytest.raises(tb.BendingError, match="--osc-port"):
-            OscReceiver("127.0.0.1", receiver.port, print)
+            OscReceiver("127.0.0.1", receiver.port, coalescing_pattern())
     finally:
         receiver.stop()
 

@@ -52,6 +52,11 @@ class ComputeGate:
         """A control thread's way through the gate (one per thread)."""
         return Admission(self, free_per_block)
 
+    @property
+    def computing(self) -> bool:
+        """Whether a block is being computed now (a cheap check, no waiting)."""
+        return not self._open.is_set()
+
     def block_count(self) -> int:
         """Callbacks so far (with a clock), else blocks computed: what "per block" counts."""
         return self.clock.callbacks if self.clock is not None else self.blocks

@@ -306,8 +306,8 @@ class StreamEngine:
         what: str,
         ramps: dict[tuple[int, str], int] | None = None,
     ) -> None:
-        with self._control:
-            self.timeline.submit(change, at, what, ramps)
+        with self._control:  # "the next block" is now, in the timeline's order
+            self.timeline.submit(change, self.time if at is None else at, what, ramps)
 
     # -- the control side: changes -----------------------------------------------------------
 

@@ -28,7 +28,7 @@ Change = Callable[[BendingState], BendingState]
 class Entry:
     """One submitted change: when, what it does, and the command that applies it."""
 
-    at: int  #: sample time (-1: the next block)
+    at: int  #: sample time
     seq: int
     change: Change = field(compare=False)
     what: str = field(compare=False)
@@ -59,20 +59,20 @@ class Timeline:
     def submit(
         self,
         change: Change,
-        at: int | None,
+        at: int,
         what: str,
         ramps: dict[tuple[int, str], int] | None = None,
     ) -> None:
-        """Schedule ``change`` at sample ``at`` (None: the next block). Raises a BendingError,
-        changing nothing, when the change does not apply or would break a later one."""
-        if len(self.entries) >= self.capacity:
-            self.prune()
+        """Schedule ``change`` at sample ``at`` (the engine passes its current time for "the
+        next block"). Raises a BendingError, changing nothing, when the change does not apply
+        or would break a later one."""
+        self._fold_applied()
         if len(self.entries) >= self.capacity:
             raise BendingError(
                 f"{self.capacity} changes are waiting to apply: wait for them (is the audio "
                 "running?) or schedule fewer changes ahead"
             )
-        entry = Entry(-1 if at is None else int(at), next(self._seq), change, what, ramps or {})
+        entry = Entry(int(at), next(self._seq), change, what, ramps or {})
         entries = list(self.entries)
         index = bisect.bisect(entries, entry.key, key=lambda e: e.key)
         entries.insert(index, entry)
@@ -126,9 +126,14 @@ class Timeline:
             entry.command = self.commands.submit(payload, entry.at, entry.what)
 
     def prune(self) -> None:
-        """Fold the applied prefix of the timeline into the base state, drop what the audio
-        thread handed back, and forget the ops and graphs no state uses any more."""
+        """Fold the applied changes into the base state, drop what the audio thread handed
+        back, and forget the ops and graphs no state uses any more."""
         self.commands.drain_released()
+        self._fold_applied()
+        self.bends.keep_only([self.base, *(e.after for e in self.entries)])
+
+    def _fold_applied(self) -> None:
+        """Move the applied prefix of the timeline into the base state."""
         done = 0
         for entry in self.entries:
             if not entry.command.done:
@@ -136,4 +141,3 @@ class Timeline:
             self.base = entry.after
             done += 1
         del self.entries[:done]
-        self.bends.keep_only([self.base, *(e.after for e in self.entries)])

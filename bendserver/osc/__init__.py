@@ -1,4 +1,5 @@
-"""OSC control of a running server: a socket thread that parses, a worker that applies.
+"""OSC control of a running server: an intake process that drains the socket and coalesces, a
+worker thread that parses and applies.
 
 See docs/osc.md for the address space (generated from :data:`bendserver.control.ADDRESSES`).
 """

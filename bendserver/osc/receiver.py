@@ -1,155 +1,106 @@
-"""The OSC socket: one thread reads datagrams, checks the sender, and hands them on.
+"""The server's side of the OSC intake process (:mod:`bendserver.osc.intake`).
 
-Not python-osc's ``ThreadingOSCUDPServer`` (a thread per packet drained 7k msg/s and lost most
-of a burst) nor its blocking server (it sleeps on a future timetag): a plain UDP socket read in a
-loop, with a large receive buffer, drained as fast as the kernel fills it. Parsing and
-everything else happen on the control worker, after the inbox has coalesced parameter values.
-On Linux the kernel's arrival time of each datagram (``SO_TIMESTAMPNS``) is kept for latency
-measurements, and the count of datagrams the kernel dropped because the buffer was full
-(``SO_RXQ_OVFL``) is read from every datagram, so that no loss goes uncounted.
+:class:`OscReceiver` starts the intake as a process of its own (the script imports the standard
+library only), hands it the socket's address, the networks allowed and which addresses
+coalesce, and reads what it forwards from the shared ring: ``take`` waits on a pipe that the
+intake writes a byte to, so the control worker sleeps without holding the interpreter lock.
+Counters come from the ring's header. Not python-osc's servers: ``ThreadingOSCUDPServer`` starts
+a thread per packet (it drained 7k msg/s and lost most of a burst) and the blocking server
+sleeps on a future timetag; and not a thread in the audio process: draining 20 000 datagrams a
+second there took the lock from the audio (163 xruns in 8 s at block 256, measured).
 """
 
 from __future__ import annotations
 
-import logging
-import socket
-import struct
+import collections
+import fcntl
+import os
+import select
+import subprocess
 import sys
-import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Iterable
+from pathlib import Path
 
-from ..audio.gate import ComputeGate
 from ..errors import BendingError
-from ..threads import LoopThread
-from .access import AccessList
-
-log = logging.getLogger("bendserver.osc")
+from . import intake
+from .intake import Letter, Ring
 
 #: Receive buffer asked for; Linux grants up to ``net.core.rmem_max`` (and reports double).
 DEFAULT_RCVBUF = 4 * 1024 * 1024
-_MAX_DATAGRAM = 65536
-#: Datagrams read in one pass through the compute gate.
-BATCH = 64
-
-# Linux socket options that Python's socket module does not name.
-_SO_TIMESTAMPNS = 35
-_SO_RXQ_OVFL = 40
-
-Deliver = Callable[[bytes, str, float], None]
 
 
-class OscReceiver(LoopThread):
-    """Reads OSC datagrams on ``(host, port)`` on its own thread.
-
-    Each datagram from an allowed host goes to ``deliver(datagram, sender_host,
-    arrival_time)``. Datagrams from hosts outside ``access`` are dropped and counted, without a
-    reply. With a ``gate`` (see :mod:`bendserver.audio.gate`), reading in a burst waits for the
-    gaps between blocks (the datagrams wait in the socket's buffer meanwhile).
-    """
+class OscReceiver:
+    """Receives OSC on ``(host, port)`` through the intake process; ``coalescing`` is a regular
+    expression of the addresses whose values coalesce."""
 
     def __init__(
         self,
         host: str,
         port: int,
-        deliver: Deliver,
-        access: AccessList | None = None,
+        coalescing: str,
+        allow: Iterable[str] = (),
         rcvbuf: int = DEFAULT_RCVBUF,
-        gate: ComputeGate | None = None,
     ) -> None:
-        self.deliver = deliver
-        self._admission = gate.admission() if gate is not None else None
-        self.access = access or AccessList()
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_DGRAM)
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        #: What the OS granted (Linux reports twice the usable size, its bookkeeping included).
-        self.rcvbuf = self.socket.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-        self._linux = sys.platform.startswith("linux")
-        if self._linux:
-            self.socket.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            self.socket.setsockopt(socket.SOL_SOCKET, _SO_RXQ_OVFL, 1)
-        try:
-            self.socket.bind((host, port))
-        except OSError as error:
-            self.socket.close()
+        self.ring = Ring()
+        self._final: dict[str, int] | None = None
+        self._wake_read, wake_write = os.pipe()
+        flags = fcntl.fcntl(wake_write, fcntl.F_GETFL)
+        fcntl.fcntl(wake_write, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        script = Path(intake.__file__)
+        command = [sys.executable, str(script), host, str(port), str(rcvbuf), self.ring.path]
+        command += [str(wake_write), coalescing, *allow]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, pass_fds=(wake_write,)
+        )
+        os.close(wake_write)
+        answer = self.process.stdout.readline().split()
+        if answer[:1] != ["ready"]:
+            self.stop()
+            reason = " ".join(answer[1:]) or "the intake process did not start"
             raise BendingError(
-                f"cannot listen for OSC on {host}:{port} ({error.strerror}): another program "
-                "may use the port; pick another with --osc-port"
-            ) from None
-        self.socket.settimeout(0.2)  # how quickly stop() is noticed
-        self.host, self.port = self.socket.getsockname()[:2]
-        self.packets = 0  #: datagrams read
-        self.accepted = 0  #: datagrams from allowed hosts, handed on
-        self.denied = 0  #: datagrams from hosts not allowed
-        self._denied_hosts: set[str] = set()
-        self.kernel_dropped = 0  #: datagrams the kernel dropped, its buffer full
-        self.last_arrival = 0.0  #: arrival time (time.time() clock) of the last datagram
-        self.arrivals: deque[float] = deque(maxlen=4096)  #: the last datagrams' arrival times
-        super().__init__("osc-receiver")
+                f"cannot listen for OSC on {host}:{port} ({reason}): another program may use "
+                "the port; pick another with --osc-port"
+            )
+        self.host, self.port, self.rcvbuf = host, int(answer[1]), int(answer[2])
+        self.networks = intake.allowed_networks(allow)
+        #: Arrival times (``time.time()`` clock, the kernel's) of the last messages taken.
+        self.arrivals: collections.deque[float] = collections.deque(maxlen=4096)
 
-    def stop(self, timeout: float = 2.0) -> None:
-        """Stop the thread and close the socket."""
-        super().stop(timeout)
-        self.socket.close()
+    def start(self) -> None:
+        """Nothing to start: the intake runs from the constructor on (the port is bound)."""
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def stop(self) -> None:
+        """Stop the intake process and free the ring."""
+        if self.process.poll() is None:
+            self.process.terminate()
             try:
-                first = self.socket.recvmsg(_MAX_DATAGRAM, 256)
-            except TimeoutError:
-                continue
-            except OSError as error:
-                if not self._stop.is_set():
-                    log.error("OSC socket failed: %s", error)
-                return
-            if self._admission is not None:
-                self._admission.wait(0.01)
-            self._drain(first)
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        if self._wake_read >= 0:
+            os.close(self._wake_read)
+            self._wake_read = -1
+            self._final = self.ring.counters()  # what /stats and the summary read from now on
+            self.ring.close()
 
-    def _drain(self, first: tuple) -> None:
-        """Handle ``first`` and whatever else waits in the socket, up to ``BATCH`` datagrams
-        per pass through the gate (one check per datagram would cost more than the datagram)."""
-        received = first
-        for count in range(1, BATCH + 1):
-            data, ancillary, _, sender = received
-            try:
-                self._handle(data, ancillary, sender[0])
-            except Exception:  # one odd packet must not end the loop
-                log.exception("OSC packet from %s not handled", sender[0])
-            if count == BATCH:
-                return
-            try:
-                received = self.socket.recvmsg(_MAX_DATAGRAM, 256, socket.MSG_DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                return  # closed: the loop notices
-
-    def _handle(self, data: bytes, ancillary: list[tuple[int, int, bytes]], host: str) -> None:
-        arrival = self._read_ancillary(ancillary)
-        self.packets += 1
-        self.last_arrival = arrival
+    def take(self, timeout: float) -> Letter | None:
+        """The next datagram the intake forwards, or None after ``timeout`` seconds."""
+        item = self.ring.pop()
+        if item is None and self._wake_read >= 0:
+            readable, _, _ = select.select([self._wake_read], [], [], timeout)
+            if readable:
+                os.read(self._wake_read, 65536)
+                item = self.ring.pop()
+        if item is None:
+            return None
+        datagram, host, arrival = item
         self.arrivals.append(arrival)
-        if not self.access.allows(host):
-            self.denied += 1
-            if host not in self._denied_hosts:  # once per host: a flood must not flood the log
-                self._denied_hosts.add(host)
-                networks = ", ".join(str(n) for n in self.access.networks)
-                log.warning("OSC from %s denied: allowed are %s (--allow CIDR)", host, networks)
-            return
-        self.accepted += 1
-        self.deliver(data, host, arrival)
+        return Letter("", datagram, host, arrival, 0)
 
-    def _read_ancillary(self, ancillary: list[tuple[int, int, bytes]]) -> float:
-        """The kernel's arrival time (else now); updates the kernel drop count."""
-        arrival = None
-        for level, kind, data in ancillary:
-            if level != socket.SOL_SOCKET:
-                continue
-            if kind == _SO_TIMESTAMPNS and len(data) >= 16:
-                seconds, nanoseconds = struct.unpack("qq", data[:16])
-                arrival = seconds + nanoseconds * 1e-9
-            elif kind == _SO_RXQ_OVFL and len(data) >= 4:
-                self.kernel_dropped = struct.unpack("I", data[:4])[0]
-        return time.time() if arrival is None else arrival
+    def counters(self) -> dict[str, int]:
+        """Datagrams read, accepted, coalesced, dropped (inbox full or too large), denied, and
+        dropped by the kernel (its buffer full)."""
+        return self.ring.counters() if self._final is None else self._final

@@ -1,4 +1,4 @@
-"""The server's OSC side put together: receiver thread, control worker thread, replies."""
+"""The server's OSC side put together: the intake process, the control worker thread, replies."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from ..audio.clock import AudioClock
 from ..audio.gate import ComputeGate
 from ..audio.priority import CONTROL, set_realtime
-from ..control import Controller
-from .access import AccessList
+from ..control import Controller, coalescing_pattern
+from .access import checked_networks
 from .receiver import DEFAULT_RCVBUF, OscReceiver
 from .replies import ReplySender
 from .worker import ControlWorker
@@ -31,16 +31,16 @@ class OscService:
         allow: Iterable[str] = (),
         rcvbuf: int = DEFAULT_RCVBUF,
     ) -> None:
-        self.realtime = False  #: whether the threads got a real-time priority
+        self.realtime = False  #: whether the worker got a real-time priority
         self.replies = ReplySender(reply_port, reply_host)
-        self.worker = ControlWorker(controller, self.replies, clock, gate)
         try:
             self.receiver = OscReceiver(
-                host, port, self.worker.receive, AccessList(allow), rcvbuf, gate
+                host, port, coalescing_pattern(), checked_networks(allow), rcvbuf
             )
         except Exception:
             self.replies.close()
             raise
+        self.worker = ControlWorker(controller, self.replies, clock, gate, source=self.receiver)
 
     @property
     def port(self) -> int:
@@ -53,28 +53,26 @@ class OscService:
         return self.receiver.rcvbuf
 
     def start(self) -> None:
-        """Start both threads, at a real-time priority below the audio's where allowed (see
+        """Start the worker, at a real-time priority below the audio's where allowed (see
         :mod:`bendserver.audio.priority`: a thread holding the GIL must not be preempted)."""
         self.worker.start()
-        self.receiver.start()
-        threads = (self.worker.thread, self.receiver.thread)
-        self.realtime = all([set_realtime(CONTROL, thread) for thread in threads])
+        self.realtime = set_realtime(CONTROL, self.worker.thread)
 
     def stop(self) -> None:
-        """Stop receiving, then the worker; close the reply socket."""
-        self.receiver.stop()
+        """Stop the worker, then the intake; close the reply socket."""
         self.worker.stop()
+        self.receiver.stop()
         self.replies.close()
 
     def counters(self) -> dict[str, float]:
         """Datagrams received, parameter values coalesced, messages lost (full inbox or socket
         buffer), refused, errors."""
-        receiver, worker = self.receiver, self.worker
+        intake, worker = self.receiver.counters(), self.worker
         return {
-            "received": receiver.accepted,
-            "coalesced": worker.coalesced,
-            "dropped": worker.dropped + receiver.kernel_dropped,
+            "received": intake["accepted"],
+            "coalesced": intake["coalesced"],
+            "dropped": intake["dropped"] + intake["kernel_dropped"],
             "malformed": worker.malformed,
-            "denied": receiver.denied,
+            "denied": intake["denied"],
             "osc_errors": worker.errors,
         }

@@ -1,8 +1,8 @@
 """The control worker: the one thread that turns received messages into engine changes.
 
-The receiver thread only drains the socket into the :class:`Inbox` (where a parameter value
-replaces an older one of the same address that still waits); this worker parses what is left,
-and ``Controller.dispatch`` (validation, weight tensors, graph rebuilds) runs here, never on the
+The OSC intake process drains the socket and coalesces (a parameter value replaces an older one
+of the same address that still waits); this worker takes what it forwards, parses it, and
+``Controller.dispatch`` (validation, weight tensors, graph rebuilds) runs here, never on the
 audio thread. A bundle's future timetag becomes a sample time against the audio clock and is
 passed on as ``at``, so the change applies at the first block that starts at or after it; an
 immediate or past timetag applies at the next block.
@@ -15,24 +15,32 @@ per audio block, so that a burst cannot pile hundreds of changes onto one block 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..audio.clock import AudioClock
 from ..audio.gate import ComputeGate
-from ..control import Controller
+from ..control import Controller, coalescing_pattern
 from ..errors import BendingError
 from ..threads import LoopThread
-from .inbox import Inbox
+from .intake import Inbox, Letter, address_of
 from .packets import Incoming, MalformedPacket, parse_datagram
 from .replies import ReplySender
 
 log = logging.getLogger("bendserver.osc")
 
 
+class Source(Protocol):
+    """Where the worker takes messages from: the intake (a process) or an in-process inbox."""
+
+    def take(self, timeout: float) -> Letter | None: ...
+
+
 class ControlWorker(LoopThread):
-    """Dispatches the inbox's messages on its own thread and sends the replies."""
+    """Dispatches messages taken from ``source`` on its own thread and sends the replies.
+    Without a source it has an in-process :class:`Inbox` (fed by ``receive`` and ``submit``)."""
 
     def __init__(
         self,
@@ -40,6 +48,7 @@ class ControlWorker(LoopThread):
         replies: ReplySender,
         clock: AudioClock | None = None,
         gate: ComputeGate | None = None,
+        source: Source | None = None,
         capacity: int = 16384,
         per_block: int = 64,
     ) -> None:
@@ -49,7 +58,15 @@ class ControlWorker(LoopThread):
         self.gate = gate
         self._admission = gate.admission() if gate is not None else None
         self.per_block = per_block
-        self.inbox = Inbox(capacity)
+        if source is None:
+            coalescing = re.compile(coalescing_pattern())
+            self.inbox: Inbox | None = Inbox(
+                lambda a: coalescing.fullmatch(a) is not None, capacity
+            )
+            source = self.inbox
+        else:
+            self.inbox = None
+        self.source = source
         self.handled = 0  #: messages dispatched without error
         self.errors = 0  #: messages answered with /error (malformed packets included)
         self.malformed = 0  #: datagrams that were not OSC (or used unsupported types)
@@ -58,36 +75,26 @@ class ControlWorker(LoopThread):
         self._budget = 0
         super().__init__("osc-control")
 
-    # -- called by the receiver thread -------------------------------------------------------
+    # -- an in-process inbox, for tools and tests ---------------------------------------------
 
     def receive(self, datagram: bytes, host: str, arrival: float = 0.0) -> None:
-        """Queue one datagram from ``host`` (parsed later, if a newer value does not replace
-        it first)."""
-        self.inbox.put(datagram, host, arrival)
+        """Queue one datagram from ``host`` in the in-process inbox."""
+        self.inbox.put(address_of(datagram), datagram, host, arrival)
 
     def submit(self, message: Incoming, host: str, arrival: float = 0.0) -> None:
-        """Queue one parsed message from ``host``."""
-        self.inbox.put(message, host, arrival)
+        """Queue one parsed message from ``host`` in the in-process inbox."""
+        address = message.address if message.timetag is None else None
+        self.inbox.put(address, message, host, arrival)
 
-    @property
-    def dropped(self) -> int:
-        """Messages lost because the inbox was full."""
-        return self.inbox.dropped
-
-    @property
-    def coalesced(self) -> int:
-        """Parameter values replaced by a newer one of the same address before they applied."""
-        return self.inbox.coalesced
+    def pending(self) -> int:
+        """Messages waiting in the in-process inbox."""
+        return len(self.inbox) if self.inbox is not None else 0
 
     # -- the worker thread -------------------------------------------------------------------
 
-    def pending(self) -> int:
-        """Messages waiting in the inbox."""
-        return len(self.inbox)
-
     def _run(self) -> None:
         while not self._stop.is_set():
-            letter = self.inbox.take(0.2)
+            letter = self.source.take(0.2)
             if letter is None:
                 continue
             if isinstance(letter.content, Incoming):

@@ -1,0 +1,383 @@
+"""The OSC intake: a process of its own that drains the socket and coalesces, so that a flood
+of messages never competes with the audio for the interpreter lock.
+
+The server starts this file as a script (``python intake.py ...``: it imports the standard
+library only, never torch or the rest of bendserver). The process reads datagrams as fast as
+the kernel delivers them, drops those from hosts not allowed, and puts the rest in an
+:class:`Inbox`, where a parameter value replaces an older one of the same address that still
+waits (newest wins) and everything else keeps its order. The survivors go through a small
+shared-memory :class:`Ring` (one writer, one reader) to the server's control worker, which parses
+and applies them; a byte on a pipe wakes the worker. Small ring, so that a backlog waits in the
+inbox, coalesced, rather than in the ring: a final value is at most a ring's length behind.
+
+Counters (datagrams read, accepted, coalesced, dropped, denied, dropped by the kernel) live in
+the ring's header, for ``/stats``.
+"""
+
+from __future__ import annotations
+
+import collections
+import ipaddress
+import mmap
+import os
+import re
+import select
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+#: Linux socket options that Python's socket module does not name.
+SO_TIMESTAMPNS = 35
+SO_RXQ_OVFL = 40
+MAX_DATAGRAM = 65536
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+_BUNDLE = b"#bundle\x00"
+
+
+def allowed_networks(allow: Iterable[str] = ()) -> list:
+    """Loopback and the networks of ``allow`` (CIDR strings; ValueError when one is not)."""
+    return [ipaddress.ip_network(text.strip(), strict=False) for text in (*LOOPBACK, *allow)]
+
+
+class AccessList:
+    """Which hosts may send: loopback always, other networks only when allowed."""
+
+    def __init__(self, allow: Iterable[str] = ()) -> None:
+        self.networks = allowed_networks(allow)
+        self._known: dict[str, bool] = {}  # host -> verdict: a burst comes from few hosts
+
+    def allows(self, host: str) -> bool:
+        """True when packets from ``host`` (an IP address string) may be handled."""
+        verdict = self._known.get(host)
+        if verdict is None:
+            verdict = self._check(host)
+            if len(self._known) < 1024:
+                self._known[host] = verdict
+        return verdict
+
+    def _check(self, host: str) -> bool:
+        try:
+            address = ipaddress.ip_address(host.split("%", 1)[0])
+        except ValueError:
+            return False
+        if address.version == 6 and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return any(address in network for network in self.networks)
+
+
+# -- coalescing --------------------------------------------------------------------------------
+
+
+@dataclass
+class Letter:
+    """One waiting message: a raw datagram (or a parsed message) with its sender and arrival."""
+
+    address: str
+    content: Any
+    host: str
+    arrival: float
+    epoch: int
+
+
+class Inbox:
+    """Messages in arrival order, parameter values coalesced per address (newest wins).
+
+    ``coalesces(address)`` says which addresses carry parameter values. A value that arrives
+    after a message that is not coalesced (a structural change) is queued after it, so that the
+    order per address, and against structural changes, is kept. Thread-safe."""
+
+    def __init__(self, coalesces: Callable[[str], bool], capacity: int = 16384) -> None:
+        self.coalesces = coalesces
+        self.capacity = capacity
+        self._letters: collections.deque[Letter] = collections.deque()
+        self._waiting: dict[str, Letter] = {}
+        self._epoch = 0
+        self._ready = threading.Condition()
+        self.coalesced = 0  #: values replaced by a newer one before they were taken
+        self.dropped = 0  #: messages lost because the inbox was full
+
+    def put(self, address: str | None, content: Any, host: str, arrival: float = 0.0) -> None:
+        """Queue ``content``; ``address`` None: never coalesced (a bundle, a bad packet)."""
+        coalesces = address is not None and self.coalesces(address)
+        with self._ready:
+            if coalesces:
+                waiting = self._waiting.get(address)
+                if waiting is not None and waiting.epoch == self._epoch:
+                    waiting.content, waiting.host, waiting.arrival = content, host, arrival
+                    self.coalesced += 1
+                    return
+            if len(self._letters) >= self.capacity:
+                self.dropped += 1
+                return
+            letter = Letter(address or "", content, host, arrival, self._epoch)
+            if coalesces:
+                self._waiting[address] = letter
+            else:
+                self._epoch += 1
+            self._letters.append(letter)
+            self._ready.notify()
+
+    def take(self, timeout: float = 0.0) -> Letter | None:
+        """The oldest letter, or None after ``timeout`` seconds."""
+        with self._ready:
+            if not self._letters and (timeout <= 0 or not self._ready.wait(timeout)):
+                return None
+            if not self._letters:
+                return None
+            letter = self._letters.popleft()
+            if self._waiting.get(letter.address) is letter:
+                del self._waiting[letter.address]
+            return letter
+
+    def __len__(self) -> int:
+        return len(self._letters)
+
+
+def address_of(datagram: bytes) -> str | None:
+    """The address of a bare OSC message, read without parsing the rest (None for a bundle,
+    which may carry a timetag and is never coalesced, or for anything else)."""
+    if datagram.startswith(_BUNDLE) or not datagram.startswith(b"/"):
+        return None
+    end = datagram.find(b"\x00")
+    try:
+        return datagram[:end].decode("ascii") if end > 0 else None
+    except UnicodeDecodeError:
+        return None
+
+
+# -- the ring ----------------------------------------------------------------------------------
+
+_HEADER = struct.Struct("<8Q")
+_SLOT_HEAD = struct.Struct("<IId48s")
+COUNTERS = ("packets", "accepted", "coalesced", "dropped", "denied", "kernel_dropped")
+
+
+class Ring:
+    """A single-writer single-reader ring of datagrams in a memory-mapped file (in /dev/shm
+    where there is one: memory, shared by the two processes).
+
+    Header: write count, read count, then the intake's counters. Each slot: length, host
+    length, arrival time, host, datagram. The writer owns the write count and the counters, the
+    reader the read count; each advances its count only after the slot is written or read."""
+
+    def __init__(self, path: str | None = None, slots: int = 64, slot_size: int = 4096) -> None:
+        self.slots, self.slot_size = slots, slot_size
+        size = _HEADER.size + slots * slot_size
+        self.owner = path is None
+        if self.owner:
+            folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            descriptor, path = tempfile.mkstemp(prefix="bendserver-osc-", dir=folder)
+            os.ftruncate(descriptor, size)
+        else:
+            descriptor = os.open(path, os.O_RDWR)
+        self.path = path
+        try:
+            self._map = mmap.mmap(descriptor, size)
+        finally:
+            os.close(descriptor)
+        self.buffer = memoryview(self._map)
+
+    @property
+    def capacity(self) -> int:
+        """The largest datagram a slot holds."""
+        return self.slot_size - _SLOT_HEAD.size
+
+    def _counts(self) -> tuple[int, ...]:
+        return _HEADER.unpack_from(self.buffer, 0)
+
+    def push(self, datagram: bytes, host: str, arrival: float) -> bool:
+        """Write one datagram (writer); False when the ring is full."""
+        written, read = struct.unpack_from("<2Q", self.buffer, 0)
+        if written - read >= self.slots:
+            return False
+        offset = _HEADER.size + (written % self.slots) * self.slot_size
+        encoded = host.encode("ascii", "replace")[:48]
+        _SLOT_HEAD.pack_into(self.buffer, offset, len(datagram), len(encoded), arrival, encoded)
+        start = offset + _SLOT_HEAD.size
+        self.buffer[start : start + len(datagram)] = datagram
+        struct.pack_into("<Q", self.buffer, 0, written + 1)
+        return True
+
+    def pop(self) -> tuple[bytes, str, float] | None:
+        """Read the oldest datagram (reader), or None when the ring is empty."""
+        written, read = struct.unpack_from("<2Q", self.buffer, 0)
+        if read >= written:
+            return None
+        offset = _HEADER.size + (read % self.slots) * self.slot_size
+        length, host_length, arrival, host = _SLOT_HEAD.unpack_from(self.buffer, offset)
+        start = offset + _SLOT_HEAD.size
+        datagram = bytes(self.buffer[start : start + length])
+        struct.pack_into("<Q", self.buffer, 8, read + 1)
+        return datagram, host[:host_length].decode("ascii"), arrival
+
+    def write_counters(self, values: Iterable[int]) -> None:
+        struct.pack_into(f"<{len(COUNTERS)}Q", self.buffer, 16, *values)
+
+    def counters(self) -> dict[str, int]:
+        values = struct.unpack_from(f"<{len(COUNTERS)}Q", self.buffer, 16)
+        return dict(zip(COUNTERS, values, strict=True))
+
+    def close(self) -> None:
+        self.buffer.release()
+        self._map.close()
+        if self.owner:
+            os.unlink(self.path)
+
+
+# -- the process -------------------------------------------------------------------------------
+
+
+class Intake:
+    """The intake process's loop: socket -> access -> inbox -> ring (and a wake-up byte)."""
+
+    def __init__(
+        self, sock: socket.socket, access: AccessList, inbox: Inbox, ring: Ring, wake: int
+    ) -> None:
+        self.socket, self.access, self.inbox, self.ring, self.wake = sock, access, inbox, ring, wake
+        self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
+        self._denied_hosts: set[str] = set()
+        self.running = True
+
+    def run(self) -> None:
+        self.socket.setblocking(False)
+        while self.running:
+            wait = 0.002 if len(self.inbox) else 0.2  # a backlog: flush again soon
+            try:
+                readable, _, _ = select.select([self.socket], [], [], wait)
+            except InterruptedError:
+                continue
+            if readable:
+                self._drain_socket()
+            self._flush()
+
+    def _drain_socket(self) -> None:
+        """Read what waits in the socket (up to a few hundred datagrams) before flushing."""
+        for _ in range(256):
+            try:
+                data, ancillary, _, sender = self.socket.recvmsg(MAX_DATAGRAM, 256)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self.running = False
+                return
+            self._accept(data, ancillary, sender[0])
+
+    def _accept(self, data: bytes, ancillary: list, host: str) -> None:
+        arrival = self._arrival(ancillary)
+        self.packets += 1
+        if not self.access.allows(host):
+            self.denied += 1
+            if host not in self._denied_hosts:  # once per host: a flood must not flood the log
+                self._denied_hosts.add(host)
+                networks = ", ".join(str(n) for n in self.access.networks)
+                print(
+                    f"bendserver.osc: OSC from {host} denied: allowed are {networks} "
+                    "(--allow CIDR)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return
+        self.accepted += 1
+        self.inbox.put(address_of(data), data, host, arrival)
+
+    def _arrival(self, ancillary: list) -> float:
+        """The kernel's arrival time (else now); updates the kernel's drop count."""
+        arrival = None
+        for level, kind, data in ancillary:
+            if level != socket.SOL_SOCKET:
+                continue
+            if kind == SO_TIMESTAMPNS and len(data) >= 16:
+                seconds, nanoseconds = struct.unpack("qq", data[:16])
+                arrival = seconds + nanoseconds * 1e-9
+            elif kind == SO_RXQ_OVFL and len(data) >= 4:
+                self.kernel_dropped = struct.unpack("I", data[:4])[0]
+        return time.time() if arrival is None else arrival
+
+    def _flush(self) -> None:
+        """Move letters into the ring while it has room; wake the reader."""
+        moved = False
+        while len(self.inbox):
+            if self.ring.slots <= self._in_ring():
+                break
+            letter = self.inbox.take()
+            if len(letter.content) > self.ring.capacity:
+                self.too_large += 1
+                continue
+            self.ring.push(letter.content, letter.host, letter.arrival)
+            moved = True
+        self.ring.write_counters(
+            (
+                self.packets,
+                self.accepted,
+                self.inbox.coalesced,
+                self.inbox.dropped + self.too_large,
+                self.denied,
+                self.kernel_dropped,
+            )
+        )
+        if moved:
+            try:
+                os.write(self.wake, b"!")
+            except (BlockingIOError, BrokenPipeError):
+                pass
+
+    def _in_ring(self) -> int:
+        written, read = struct.unpack_from("<2Q", self.ring.buffer, 0)
+        return written - read
+
+
+def open_socket(host: str, port: int, rcvbuf: int) -> socket.socket:
+    """A UDP socket bound to ``(host, port)`` with a large receive buffer and, on Linux, the
+    kernel's arrival times and drop counts (OSError when the port is taken)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    if sys.platform.startswith("linux"):
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def main(argv: list[str]) -> int:
+    """``intake.py HOST PORT RCVBUF RING_PATH WAKE_FD COALESCING_REGEX [ALLOW ...]``: prints
+    ``ready PORT RCVBUF`` (or ``error MESSAGE``), then runs until SIGTERM."""
+    host, port, rcvbuf, ring_name, wake, pattern, *allow = argv
+    try:
+        sock = open_socket(host, int(port), int(rcvbuf))
+    except OSError as error:
+        print(f"error {error.strerror}", flush=True)
+        return 1
+    coalescing = re.compile(pattern)
+    ring = Ring(ring_name)
+    inbox = Inbox(lambda address: coalescing.fullmatch(address) is not None)
+    intake = Intake(sock, AccessList(allow), inbox, ring, int(wake))
+
+    def stop(*_: object) -> None:
+        intake.running = False
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops it, not the terminal's Ctrl-C
+    granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    print(f"ready {sock.getsockname()[1]} {granted}", flush=True)
+    try:
+        intake.run()
+    finally:
+        sock.close()
+        ring.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -66,7 +66,9 @@ def _render(args: argparse.Namespace) -> int:
         targets = [output]
     for source, target in zip(args.inputs, targets, strict=True):
         model = load_model(args.model)
-        engine = StreamEngine(model, block=args.block, preset=preset_for(model, args.preset))
+        engine = StreamEngine(
+            model, block=args.block, preset=preset_for(model, args.preset), fuse=not args.no_fuse
+        )
         try:
             seconds = render_file(
                 engine,
@@ -195,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also accept OSC from this network (repeatable); loopback is always allowed",
     )
     serve.add_argument("--duration", type=float, help="stop after this many seconds")
+    serve.add_argument("--no-fuse", action="store_true", help="no output fuse (NaN guard, DC blocker, limiter): the model's output as it is")
     serve.set_defaults(run=_serve)
 
     render = commands.add_parser(
@@ -210,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--block", type=_positive, help="block size (default: the model's)")
     render.add_argument("--format", default=".wav", help="extension when -o is a folder")
     render.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    render.add_argument("--no-fuse", action="store_true", help="no output fuse (NaN guard, DC blocker, limiter): the model's output as it is")
     render.add_argument(
         "--no-resample", action="store_true", help="refuse inputs at another sample rate"
     )

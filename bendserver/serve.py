@@ -73,6 +73,7 @@ class ServeOptions:
     #: Device output channels (None: every channel of the device for a mono model).
     output_channels: int | None = None
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
+    no_fuse: bool = False  #: play the model's output without the output fuse
 
 
 class Server:
@@ -268,7 +269,9 @@ def _engine(options: ServeOptions) -> StreamEngine:
     torch.set_num_threads(options.threads)
     model = load_model(options.model)
     preset = preset_for(model, options.preset)
-    return StreamEngine(model, options.method, block=options.block, preset=preset)
+    return StreamEngine(
+        model, options.method, block=options.block, preset=preset, fuse=not options.no_fuse
+    )
 
 
 def _source(text: str, engine: StreamEngine, frames: int) -> tuple[Any, str | None]:

@@ -73,7 +73,7 @@ buffer full; it stays 0 on a server sized for its traffic), `malformed` (packets
 (packets from hosts not allowed), `osc_errors` (`/error` replies), `late` (blocks whose compute
 took longer than the block lasts), `errors` (model or change failures), `p50_ms`, `p99_ms`,
 `max_ms` (compute time per block over the last 8192 blocks), `nan` (non-finite samples zeroed),
-`limited` (blocks the limiter touched), `commands` (changes applied), `pending` (changes waiting
+`limited` (samples the limiter bent), `commands` (changes applied), `pending` (changes waiting
 for their block); `overruns` in threaded mode and `record_dropped` with `--record`.
 
 ## Coalescing

@@ -461,7 +461,7 @@ class StreamEngine:
             "errors": self.stats.errors,
             **self.stats.compute_ms(),
             "nan": self.fuse.nonfinite_samples if self.fuse else 0,
-            "limited": self.fuse.limited_blocks if self.fuse else 0,
+            "limited": self.fuse.limited_samples if self.fuse else 0,
             "commands": self.commands.applied,
             "pending": self.commands.pending(),
         }

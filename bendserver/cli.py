@@ -12,6 +12,8 @@ from . import __version__
 from .errors import BendingError
 from .loader import DEFAULT_MODEL
 
+NO_FUSE = "no output fuse (NaN guard, DC blocker, limiter): the model's output as it is"
+
 
 def _positive(text: str) -> int:
     """An argument that is a whole number above 0."""
@@ -197,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also accept OSC from this network (repeatable); loopback is always allowed",
     )
     serve.add_argument("--duration", type=float, help="stop after this many seconds")
-    serve.add_argument("--no-fuse", action="store_true", help="no output fuse (NaN guard, DC blocker, limiter): the model's output as it is")
+    serve.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
     serve.set_defaults(run=_serve)
 
     render = commands.add_parser(
@@ -213,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--block", type=_positive, help="block size (default: the model's)")
     render.add_argument("--format", default=".wav", help="extension when -o is a folder")
     render.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    render.add_argument("--no-fuse", action="store_true", help="no output fuse (NaN guard, DC blocker, limiter): the model's output as it is")
+    render.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
     render.add_argument(
         "--no-resample", action="store_true", help="refuse inputs at another sample rate"
     )

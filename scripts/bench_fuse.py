@@ -19,8 +19,8 @@ def main(blocks: tuple[int, ...] = (128, 256, 2048), calls: int = 2000) -> None:
         fuse = OutputFuse(1, 48000)
         runs = {
             "np.clip": lambda a=audio: np.clip(a, -0.99, 0.99),
-            "fuse, clean": lambda a=audio: fuse.process(a),
-            "fuse, limiting": lambda a=loud: fuse.process(a),
+            "fuse, clean": lambda a=audio, f=fuse: f.process(a),
+            "fuse, limiting": lambda a=loud, f=fuse: f.process(a),
         }
         times: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(calls):

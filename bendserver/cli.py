@@ -1,4 +1,4 @@
-"""The ``bendserver`` command: render, info, bench."""
+"""The ``bendserver`` command: serve, render, info, bench, stress."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ class ComputeGate:
         self.blocks += 1
         self._open.set()
 
-    def admission(self, free_per_block: int = 4) -> Admission:
+    def admission(self, free_per_block: int = 0) -> Admission:
         """A control thread's way through the gate (one per thread)."""
         return Admission(self, free_per_block)
 

@@ -573,7 +573,7 @@
      "outlettype": [
       ""
      ],
-     "text": "1"
+     "text": "set 1"
     }
    },
    {
@@ -728,10 +728,10 @@
      "patching_rect": [
       20.0,
       570.0,
-      400.0,
+      560.0,
       20.0
      ],
-     "text": "-- presets (patches/presets/<name>.json) --"
+     "text": "-- presets (your presets folder first, then the shipped ones; saving never replaces one) --"
     }
    },
    {
@@ -1497,6 +1497,24 @@
      ],
      "text": "print bendserver"
     }
+   },
+   {
+    "box": {
+     "id": "obj-61",
+     "maxclass": "message",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      750.0,
+      80.0,
+      30.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "1"
+    }
    }
   ],
   "lines": [
@@ -1959,18 +1977,6 @@
    {
     "patchline": {
      "destination": [
-      "obj-55",
-      0
-     ],
-     "source": [
-      "obj-31",
-      0
-     ]
-    }
-   },
-   {
-    "patchline": {
-     "destination": [
       "obj-57",
       0
      ],
@@ -2217,6 +2223,30 @@
      "source": [
       "obj-65",
       1
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-61",
+      0
+     ],
+     "source": [
+      "obj-30",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-55",
+      0
+     ],
+     "source": [
+      "obj-61",
+      0
      ]
     }
    }

@@ -155,6 +155,68 @@ def bendable_engine():
     return engine
 
 
+def run_pd(server, reply_port, tmp_path, pd_text, moves=""):
+    """Run the Pd patch headless against ``server`` for 1.5 s (``moves``: messages to its
+    receivers, as Pd's -send takes them); returns Pd's console."""
+    patch = tmp_path / "bendserver.pd"
+    patch.write_text(
+        pd_text.replace("connect localhost 9000", f"connect localhost {server.osc.port}").replace(
+            "netreceive -u -b 9001", f"netreceive -u -b {reply_port}"
+        ),
+        encoding="utf-8",
+    )
+    options = ["-send", moves] if moves else []
+    pd = subprocess.Popen(
+        ["pd", "-nogui", "-noaudio", "-nomidi", *options, str(patch)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(1.5)  # the patch polls /stats every 500 ms
+    finally:
+        pd.terminate()
+        console = pd.communicate(timeout=10)[0]
+    return console
+
+
+def test_opening_the_pd_patch_changes_nothing(tmp_path, pd_text):
+    need("pd")
+    reply_port = free_port()
+    server = Server(
+        ServeOptions(audio="null", osc_port=0, reply_port=reply_port), engine=bendable_engine()
+    )
+    with server:
+        server.engine.enable_op("noise", False)  # a setting the performer made before
+        time.sleep(0.1)
+        before = server.engine.applied_state
+        console = run_pd(server, reply_port, tmp_path, pd_text)
+        assert server.engine.applied_state == before == server.engine.state, console
+    assert server.osc.counters()["received"] >= 1, "the patch did talk to the server"
+
+
+def test_opening_the_max_patch_sends_nothing_that_changes_state(max_patch):
+    boxes = {b["box"]["id"]: b["box"] for b in max_patch["patcher"]["boxes"]}
+    lines = [line["patchline"] for line in max_patch["patcher"]["lines"]]
+    queries = ("/get", "/list", "/stats", "/ping")
+    reached, todo = set(), [i for i, b in boxes.items() if b.get("text", "") == "loadbang"]
+    assert todo, "the patch has a loadbang"
+    while todo:
+        source = todo.pop()
+        for line in lines:
+            sink = line["destination"][0]
+            if line["source"][0] != source or sink in reached:
+                continue
+            reached.add(sink)
+            words = boxes[sink].get("text", "").split()
+            if boxes[sink]["maxclass"] == "message" and words[:1] == ["set"]:
+                continue  # "set": shown, not sent on
+            address = next((w for w in words if w.startswith("/")), None)
+            if address is not None:
+                assert address.startswith(queries), f"{sink} sends {address} on load"
+            todo.append(sink)
+
+
 def test_pure_data_runs_the_patch_and_changes_the_server(tmp_path, pd_text):
     need("pd")
     reply_port = free_port()
@@ -169,29 +231,12 @@ def test_pure_data_runs_the_patch_and_changes_the_server(tmp_path, pd_text):
         return dispatch(address, args, at)
 
     server.controller.dispatch = recording
-    patch = tmp_path / "bendserver.pd"
-    patch.write_text(
-        pd_text.replace("connect localhost 9000", f"connect localhost {server.osc.port}").replace(
-            "netreceive -u -b 9001", f"netreceive -u -b {reply_port}"
-        ),
-        encoding="utf-8",
-    )
     moves = (
         "bs-mask-prob 0.25; bs-lfo-depth 1.5; bs-noise-enable 0; bs-gain 0.5; bs-interp 0.3; "
         "bs-version symbol default; bs-ping bang; bs-get bang"
     )
     with server:
-        pd = subprocess.Popen(
-            ["pd", "-nogui", "-noaudio", "-nomidi", "-send", moves, str(patch)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            time.sleep(1.5)  # the patch polls /stats every 500 ms
-        finally:
-            pd.terminate()
-            console = pd.communicate(timeout=10)[0]
+        console = run_pd(server, reply_port, tmp_path, pd_text, moves)
         engine = server.engine
         assert engine.ops["mask"].get("prob") == pytest.approx(0.25)
         assert engine.ops["lfo"].get("depth") == pytest.approx(1.5)

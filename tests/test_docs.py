@@ -1,0 +1,105 @@
+"""Every example in README.md and docs/ runs, so that the docs cannot drift from the code.
+
+Python blocks of one page run in order in one namespace (later blocks build on earlier ones). A
+line whose comment names an error (``bended(x)   # FlowGuardError: ...``) must raise that
+error. Shell blocks: each ``bendserver render|info|bench`` line runs (bench with few calls). A
+block preceded by ``<!-- not run: reason -->`` is skipped, with its reason in the page.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import bendserver as tb
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"(<!-- not run: [^>]+-->\n)?```(python|sh)\n(.*?)```", re.DOTALL)
+_RAISES = re.compile(r"^(?P<code>\S.*?)\s+# (?P<error>\w+Error)\b")
+
+
+def blocks(page: Path, language: str) -> list[str]:
+    """The page's runnable blocks of ``language``."""
+    text = page.read_text(encoding="utf-8")
+    return [m.group(3) for m in _BLOCK.finditer(text) if m.group(2) == language and not m.group(1)]
+
+
+def as_checked_code(block: str) -> str:
+    """The block with each line that names an error wrapped in ``pytest.raises``."""
+    lines = []
+    for line in block.splitlines():
+        match = _RAISES.match(line)
+        if match and getattr(tb, match["error"], None) is not None:
+            lines += [f"with pytest.raises(tb.{match['error']}):", f"    {match['code']}"]
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_python_examples_run(page, tmp_path, monkeypatch):
+    code = blocks(page, "python")
+    if not code:
+        pytest.skip(f"{page.name} has no python example")
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    namespace = {"pytest": pytest, "tb": tb, "__name__": f"doc_{page.stem}"}
+    for index, block in enumerate(code):
+        try:
+            exec(
+                compile(as_checked_code(block), f"{page.name} block {index + 1}", "exec"), namespace
+            )
+        except Exception as error:
+            raise AssertionError(f"{page.name}, python block {index + 1}:\n{block}") from error
+
+
+def commands(page: Path) -> list[list[str]]:
+    """The ``bendserver render|info|bench`` command lines of the page's shell blocks."""
+    found = []
+    for block in blocks(page, "sh"):
+        for line in block.splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["bendserver"] and words[1:2] in (["render"], ["info"], ["bench"]):
+                found.append(words)
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_shell_examples_run(page, tmp_path):
+    lines = commands(page)
+    if not lines:
+        pytest.skip(f"{page.name} has no bendserver render/info/bench line")
+    demo = tb.load_model("drive").demo
+    for words in lines:
+        args = [_local(word, demo, tmp_path) for word in words[1:]]
+        if args[0] == "bench":
+            args += ["--calls", "5", "--apply-sizes", "0"]
+        if args[0] == "render":
+            args.append("--force")
+        result = subprocess.run(
+            [sys.executable, "-m", "bendserver.cli", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert result.returncode == 0, f"{page.name}: {' '.join(words)}\n{result.stderr}"
+
+
+def _local(word: str, demo: Path, folder: Path) -> str:
+    """A doc's file names made real: sound files are the shipped demo, outputs go to
+    ``folder``, and a score file is written there."""
+    if word.endswith((".wav", ".flac")) and not (ROOT / word).exists():
+        return str(folder / Path(word).name) if "out" in word else str(demo)
+    if word.endswith(".txt"):
+        score = folder / Path(word).name
+        score.write_text("0.5 /engine/gain 0.5\n", encoding="utf-8")
+        return str(score)
+    return word

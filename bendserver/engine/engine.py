@@ -77,6 +77,8 @@ class StreamEngine:
         self.commands = CommandQueue()
         self._trace()
         self._slots = self.bended.weight_bank.slots
+        #: The tensor in each weight slot (audio side; reading ``slot.data`` would allocate).
+        self._current = {name: slot.data for name, slot in self._slots.items()}
         self._bends = Bends(self.bended, method, self._set_live)
         initial = BendingState(version=self.bended.weight_bank.default_name)
         self.timeline = Timeline(initial, self._bends, self.commands, capacity)
@@ -213,10 +215,11 @@ class StreamEngine:
 
     def _apply(self, payload: Payload) -> None:
         """Swap a prepared change in (audio thread): pointer swaps and scalar writes only."""
+        current = self._current
         for name, tensor in payload.weights.items():
-            slot = self._slots[name]
-            payload.replaced.append(slot.data)
-            slot.data = tensor
+            payload.replaced.append(current[name])  # keeps the old storage alive, to free later
+            current[name] = tensor
+            self._slots[name].data = tensor
         for op, enabled in payload.enabled:
             op.enabled = enabled
         for key, ramp in payload.ramps:

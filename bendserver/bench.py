@@ -35,18 +35,23 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 
 def bench_blocks(
-    model: str, blocks: Sequence[int], calls: int = 300, preset: str | None = None
+    model: str,
+    blocks: Sequence[int],
+    calls: int = 300,
+    preset: str | None = None,
+    search: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Engine vs raw eager for each block size (one torch thread)."""
-    torch.set_num_threads(1)
-    return {str(block): bench_block(model, block, calls, preset) for block in blocks}
+    """Engine vs raw eager for each block size (``search``: more model folders)."""
+    return {str(block): bench_block(model, block, calls, preset, search) for block in blocks}
 
 
-def bench_block(model: str, block: int, calls: int, preset: str | None) -> dict[str, Any]:
-    raw_model = load_model(model)
-    plain = StreamEngine(load_model(model), block=block)
+def bench_block(
+    model: str, block: int, calls: int, preset: str | None, search: Sequence[str] = ()
+) -> dict[str, Any]:
+    raw_model = load_model(model, search=search)
+    plain = StreamEngine(load_model(model, search=search), block=block)
     preset = preset_for(raw_model, preset)
-    bended = StreamEngine(load_model(model), block=block, preset=preset)
+    bended = StreamEngine(load_model(model, search=search), block=block, preset=preset)
     rng = np.random.default_rng(0)
     audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
     tensor = torch.from_numpy(audio).unsqueeze(0)

@@ -67,7 +67,7 @@ def _render(args: argparse.Namespace) -> int:
     else:
         targets = [output]
     for source, target in zip(args.inputs, targets, strict=True):
-        model = load_model(args.model)
+        model = load_model(args.model, search=args.models_dir)
         engine = StreamEngine(
             model, block=args.block, preset=preset_for(model, args.preset), fuse=not args.no_fuse
         )
@@ -98,7 +98,7 @@ def _info(args: argparse.Namespace) -> int:
 
     from .loader import load_model
 
-    model = load_model(args.model)
+    model = load_model(args.model, search=args.models_dir)
     print(f"{model.name}: {model.description}")
     print(
         f"sample rate {model.sample_rate} Hz, block {model.block}, latency {model.latency} "
@@ -126,7 +126,7 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench import bench_blocks, bench_weight_apply, format_results
 
     torch.set_num_threads(args.threads)
-    results = bench_blocks(args.model, args.block, args.calls, args.preset)
+    results = bench_blocks(args.model, args.block, args.calls, args.preset, args.models_dir)
     apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
         print(json.dumps({"blocks": results, "weight_apply": apply}, indent=2))
@@ -142,7 +142,13 @@ def _stress(args: argparse.Namespace) -> int:
         print(f"measured: {row}", file=sys.stderr, flush=True)
 
     rows = run_stress(
-        args.model, args.preset, args.block, args.load.split(","), args.seconds, progress
+        args.model,
+        args.preset,
+        args.block,
+        args.load.split(","),
+        args.seconds,
+        progress,
+        args.models_dir,
     )
     print(format_rows(rows))
     return 0
@@ -152,6 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bendserver", description=__doc__)
     parser.add_argument("--version", action="version", version=f"bendserver {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    models = argparse.ArgumentParser(add_help=False)
+    models.add_argument(
+        "--models-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also look for model names in DIR (repeatable; before $BENDSERVER_MODELS, your "
+        "models folder and the shipped models)",
+    )
     threads = argparse.ArgumentParser(add_help=False)
     threads.add_argument(
         "--threads",
@@ -161,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     serve = commands.add_parser(
-        "serve", parents=[threads], help="play a model live, controlled over OSC"
+        "serve", parents=[models, threads], help="play a model live, controlled over OSC"
     )
     serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
     serve.add_argument(
@@ -203,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     render = commands.add_parser(
-        "render", parents=[threads], help="render sound files through a bended model"
+        "render", parents=[models, threads], help="render sound files through a bended model"
     )
     render.add_argument("inputs", nargs="+", metavar="IN", help="input sound files")
     render.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
@@ -221,12 +236,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     render.set_defaults(run=_render)
 
-    info = commands.add_parser("info", help="print a model's weights and activations")
+    info = commands.add_parser(
+        "info", parents=[models], help="print a model's weights and activations"
+    )
     info.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="model name or folder")
     info.set_defaults(run=_info)
 
     bench = commands.add_parser(
-        "bench", parents=[threads], help="engine vs raw eager, per block size, in one process"
+        "bench",
+        parents=[models, threads],
+        help="engine vs raw eager, per block size, in one process",
     )
     bench.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
     bench.add_argument(
@@ -250,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(run=_bench)
 
     stress = commands.add_parser(
-        "stress", help="the live server under OSC load on a JACK dummy clock, as a table"
+        "stress",
+        parents=[models],
+        help="the live server under OSC load on a JACK dummy clock, as a table",
     )
     stress.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
     stress.add_argument("-p", "--preset", help="preset (default: the model's; 'none': no preset)")

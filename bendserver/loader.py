@@ -1,6 +1,6 @@
 """Loading models: a folder with a manifest, or a Python class given as ``file.py:Class``.
 
-``models/<name>/manifest.toml`` names the class, its constructor arguments, the sample rate and
+A model's ``manifest.toml`` names the class, its constructor arguments, the sample rate and
 channels, the native block size, each method's channels and rate ratios (nn~'s convention), the
 weight versions (one safetensors file each, the first being the default), the demo sound, the
 default preset and the latency the model adds. Weights are read with safetensors: nothing is
@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,15 +23,13 @@ from torch import nn
 
 from .errors import BendingError
 from .module import BendedModule
+from .paths import model_search_path
 
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-MODELS_DIR = PROJECT_ROOT / "models"
-PRESETS_DIR = PROJECT_ROOT / "patches" / "presets"
 DEFAULT_MODEL = "drive"
 
 
@@ -76,13 +75,16 @@ class LoadedModel:
 
 
 def load_model(
-    source: str | Path | nn.Module | LoadedModel, device: str | torch.device = "cpu"
+    source: str | Path | nn.Module | LoadedModel,
+    device: str | torch.device = "cpu",
+    search: Iterable[str | Path] = (),
 ) -> LoadedModel:
-    """Load ``models/<name>``, a model folder, ``path/file.py:Class``, or wrap a module, with
-    its weights on ``device``.
+    """Load a model by name, a model folder, ``path/file.py:Class``, or wrap a module, with its
+    weights on ``device``.
 
-    A bare name (``"drive"``) is looked up in the project's ``models/`` folder. A module or a
-    loaded model is used as it is (move it to the device before).
+    A bare name (``"drive"``) is looked up along the model search path (:mod:`bendserver.paths`:
+    the folders in ``search``, ``$BENDSERVER_MODELS``, the user's models, the shipped ones). A
+    module or a loaded model is used as it is (move it to the device before).
     """
     if isinstance(source, LoadedModel):
         return source
@@ -94,13 +96,16 @@ def load_model(
         module = _load_class(Path(file), class_name)().to(device)
         return _from_module(class_name, module)
     path = Path(text)
-    if not path.exists() and re.fullmatch(r"[\w-]+", text):
-        path = MODELS_DIR / text
+    folders = model_search_path(search)
+    if not (path / "manifest.toml").is_file() and re.fullmatch(r"[\w-]+", text):
+        path = next((f / text for f in folders if (f / text / "manifest.toml").is_file()), path)
     if not (path / "manifest.toml").is_file():
-        known = sorted(p.name for p in MODELS_DIR.glob("*") if (p / "manifest.toml").is_file())
+        known = sorted({p.parent.name for f in folders for p in f.glob("*/manifest.toml")})
         raise BendingError(
-            f"no model at {text!r}: give a folder with a manifest.toml, a name from "
-            f"{known}, or path/file.py:Class"
+            f"no model at {text!r}: give a model folder (with a manifest.toml), "
+            f"path/file.py:Class, or a name from {known} (searched: "
+            f"{', '.join(str(f) for f in folders)}; add folders with --models-dir or "
+            "BENDSERVER_MODELS)"
         )
     return _from_folder(path, torch.device(device))
 

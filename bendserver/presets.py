@@ -9,7 +9,6 @@ trusted callers (the command line).
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Any
 
 from .bending.config import BendingConfig
 from .errors import BendingError
-from .loader import PRESETS_DIR, LoadedModel
+from .loader import LoadedModel
+from .paths import SHIPPED_PRESETS, user_dir
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -45,16 +45,6 @@ class Preset:
         }
 
 
-def user_presets_dir() -> Path:
-    """The user's presets: ``$BENDSERVER_HOME/presets``, else under ``$XDG_DATA_HOME`` (or
-    ``~/.local/share``) ``/bendserver/presets``."""
-    home = os.environ.get("BENDSERVER_HOME")
-    if home:
-        return Path(home) / "presets"
-    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(data) / "bendserver" / "presets"
-
-
 def check_name(name: Any) -> str:
     """A preset name: a plain name, never a path."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -67,8 +57,8 @@ def check_name(name: Any) -> str:
 class PresetLibrary:
     """Presets by name: the user's folder (``user``), then the shipped ones (``shipped``)."""
 
-    def __init__(self, user: Path | None = None, shipped: Path = PRESETS_DIR) -> None:
-        self.user = user_presets_dir() if user is None else Path(user)
+    def __init__(self, user: Path | None = None, shipped: Path = SHIPPED_PRESETS) -> None:
+        self.user = user_dir() / "presets" if user is None else Path(user)
         self.shipped = Path(shipped)
 
     def names(self) -> list[str]:

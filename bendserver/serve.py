@@ -74,6 +74,7 @@ class ServeOptions:
     output_channels: int | None = None
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
     no_fuse: bool = False  #: play the model's output without the output fuse
+    models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
 
 
 class Server:
@@ -268,7 +269,7 @@ class Server:
 def _engine(options: ServeOptions) -> StreamEngine:
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
-    model = load_model(options.model)
+    model = load_model(options.model, search=options.models_dir)
     preset = preset_for(model, options.preset)
     return StreamEngine(
         model, options.method, block=options.block, preset=preset, fuse=not options.no_fuse

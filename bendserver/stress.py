@@ -70,6 +70,7 @@ def run_stress(
     loads: list[str],
     seconds: float,
     progress: Callable[[Row], None] = lambda row: None,
+    search: list[str] | None = None,
 ) -> list[Row]:
     """Measure every (block, load), calling ``progress`` with each row; returns the rows."""
     for name in ("jackd", "jack_wait"):
@@ -78,10 +79,11 @@ def run_stress(
     unknown = sorted(set(loads) - set(LOADS))
     if unknown:
         raise BendingError(f"unknown loads {unknown}: choose from {sorted(LOADS)}")
-    ranges = _parameters(model, preset)
+    search = search or []
+    ranges = _parameters(model, preset, search)
     rows = []
     for block in blocks:
-        with _jack(block) as server_name, _served(model, preset, block, server_name) as osc:
+        with _jack(block) as name, _served(model, preset, block, name, search) as osc:
             for load in loads:
                 rows.append(_measure(osc, block, load, seconds, ranges))
                 progress(rows[-1])
@@ -97,12 +99,12 @@ def format_rows(rows: list[Row]) -> str:
     return tabulate(table, headers=headers, floatfmt=".2f")
 
 
-def _parameters(model: str, preset: str | None) -> list[tuple[str, float, float]]:
+def _parameters(model: str, preset: str | None, search: list[str]) -> list[tuple]:
     """The addresses the client sends: each parameter of the preset's ops, in its range (capped
     to musical values), and the output gain."""
     from .bending.ops import OPS
 
-    loaded = load_model(model)
+    loaded = load_model(model, search=search)
     chosen = preset_for(loaded, preset)
     ranges = [("/engine/gain", 0.5, 1.0)]
     if chosen is not None:
@@ -194,7 +196,9 @@ def _jack(block: int) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _served(model: str, preset: str | None, block: int, jack: str) -> Iterator[_Osc]:
+def _served(
+    model: str, preset: str | None, block: int, jack: str, search: list[str]
+) -> Iterator[_Osc]:
     """``bendserver serve`` on the JACK server, in its own process, until the block ends."""
     replies = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     replies.bind(("127.0.0.1", 0))
@@ -205,6 +209,7 @@ def _served(model: str, preset: str | None, block: int, jack: str) -> Iterator[_
         sys.executable, "-m", "bendserver.cli", "serve", "-m", model, "--audio", "jack",
         "--block", str(block), "--osc-port", str(port),
         "--reply-port", str(replies.getsockname()[1]), *(["-p", preset] if preset else []),
+        *(word for folder in search for word in ("--models-dir", folder)),
     ]  # fmt: skip
     env = {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
     env["PYTHONUNBUFFERED"] = "1"

@@ -69,7 +69,7 @@
       500.0,
       20.0
      ],
-     "text": "-- bending: the ops of preset drive (patches/presets/drive.json) --"
+     "text": "-- bending: the ops of preset drive (bendserver/presets/drive.json) --"
     }
    },
    {

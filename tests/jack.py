@@ -165,7 +165,8 @@ def send_python(port: int, address: str, *args: object) -> None:
 def live_model() -> tuple[str, str]:
     """(model, preset) for the live tests: the default model with its preset when it is shipped,
     else a small test model without a preset."""
-    from bendserver.loader import DEFAULT_MODEL, MODELS_DIR
+    from bendserver.loader import DEFAULT_MODEL
+    from bendserver.paths import SHIPPED_MODELS as MODELS_DIR
 
     if (MODELS_DIR / DEFAULT_MODEL / "manifest.toml").is_file():
         return DEFAULT_MODEL, DEFAULT_MODEL

@@ -16,7 +16,7 @@ from bendserver.audio.backends import playback_channels
 from bendserver.audio.reporter import Reporter
 from bendserver.cli import build_parser, main
 from bendserver.control import Controller
-from bendserver.loader import PRESETS_DIR
+from bendserver.paths import SHIPPED_PRESETS as PRESETS_DIR
 from bendserver.presets import PresetLibrary
 from bendserver.render import parse_score, render_file
 from bendserver.serve import ServeOptions, Server, _example_value

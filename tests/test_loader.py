@@ -1,6 +1,11 @@
 """Loading models: manifests, file.py:Class, nn~-style method buffers, and clear refusals."""
 
+import os
+import subprocess
+import sys
 import textwrap
+import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +31,7 @@ MODEL = textwrap.dedent(
 
 
 def _folder(tmp_path, manifest, versions=("default",)):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "model.py").write_text(MODEL)
     for i, name in enumerate(versions):
         save_file(
@@ -102,3 +108,71 @@ def test_bad_manifests(tmp_path, manifest, message):
 def test_unknown_model_lists_known():
     with pytest.raises(tb.BendingError, match="no model at 'nonexistent'"):
         tb.load_model("nonexistent")
+
+
+GAIN_MANIFEST = """
+    name = "{name}"
+    class = "model.py:Gain"
+    [versions]
+    default = "default.st"
+"""
+
+
+def test_names_resolve_along_the_search_path(tmp_path, monkeypatch):
+    """--models-dir, then $BENDSERVER_MODELS, then the user's models, then the shipped ones."""
+    places = {}
+    for place in ("flag", "env", "home"):
+        root = tmp_path / place / ("models" if place == "home" else "")
+        for name in ("drive", "mine", f"only_{place}"):
+            _folder((root / name).resolve(), GAIN_MANIFEST.format(name=f"{name}@{place}"))
+        places[place] = root
+    monkeypatch.setenv("BENDSERVER_MODELS", str(places["env"]))
+    monkeypatch.setenv("BENDSERVER_HOME", str(tmp_path / "home"))
+    found = lambda name, search=(): tb.load_model(name, search=search).name  # noqa: E731
+    assert found("mine", [places["flag"]]) == "mine@flag"
+    assert found("mine") == "mine@env"
+    assert found("only_home") == "only_home@home"
+    monkeypatch.delenv("BENDSERVER_MODELS")
+    assert found("drive") == "drive@home", "the user's models before the shipped ones"
+    (tmp_path / "home" / "models" / "drive" / "manifest.toml").unlink()
+    assert found("drive") == "drive", "the shipped model"
+
+
+def test_a_miss_names_the_models_and_folders_searched(tmp_path, monkeypatch):
+    _folder(tmp_path / "extra" / "mine", GAIN_MANIFEST.format(name="mine"))
+    with pytest.raises(tb.BendingError) as error:
+        tb.load_model("nonexistent", search=[tmp_path / "extra"])
+    message = str(error.value)
+    assert "'drive'" in message and "'mine'" in message and "wavae" in message
+    assert str(tmp_path / "extra") in message and "--models-dir" in message
+
+
+def test_the_installed_package_carries_its_models_and_presets(tmp_path):
+    """Built as a wheel and run from another folder, without the source tree."""
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "wheel"), str(root)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = (tmp_path / "wheel").glob("bendserver-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("bendserver/models/drive/manifest.toml", "bendserver/models/drive/model.py",
+                   "bendserver/models/wavae/strings.safetensors", "bendserver/presets/drive.json",
+                   "bendserver/models/drive/demo.flac"):  # fmt: skip
+        assert needed in names, needed
+    zipfile.ZipFile(wheel).extractall(tmp_path / "installed")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from bendserver.cli import main; sys.exit(main())",
+         "info", "drive"],
+        capture_output=True, text=True, cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "installed")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "drive: " in result.stdout and str(tmp_path / "installed") in subprocess.run(
+        [sys.executable, "-c", "import bendserver; print(bendserver.__file__)"],
+        capture_output=True, text=True, cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "installed")},
+    ).stdout  # fmt: skip

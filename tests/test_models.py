@@ -12,7 +12,8 @@ import torch
 
 import bendserver as tb
 from bendserver.cli import main
-from bendserver.loader import MODELS_DIR, PRESETS_DIR
+from bendserver.paths import SHIPPED_MODELS as MODELS_DIR
+from bendserver.paths import SHIPPED_PRESETS as PRESETS_DIR
 
 SHIPPED = sorted(p.parent.name for p in MODELS_DIR.glob("*/manifest.toml"))
 
@@ -112,7 +113,7 @@ def test_render_command_renders_the_demo(tmp_path):
             "-m",
             "bendserver.cli",
             "render",
-            "models/drive/demo.flac",
+            "bendserver/models/drive/demo.flac",
             "-m",
             "drive",
             "-p",

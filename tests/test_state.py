@@ -112,7 +112,7 @@ def test_the_score_of_the_interp_report(tmp_path):
     ]:
         engine = tb.StreamEngine("wavae", preset="wavae")
         out = tmp_path / f"{name}.wav"
-        render_file(engine, "models/wavae/demo.flac", out, parse_score("\n".join(lines)))
+        render_file(engine, tb.load_model("wavae").demo, out, parse_score("\n".join(lines)))
         audio, rate = sf.read(str(out), dtype="float32")
         levels[name] = audio[int(2.1 * rate) :]
     np.testing.assert_allclose(levels["with"], levels["without"], atol=1e-6)

@@ -15,12 +15,13 @@ from streaming import CausalStack
 import bendserver as tb
 from bendserver.bending.ops import OPS
 from bendserver.control import ADDRESSES
+from bendserver.paths import SHIPPED_PRESETS
 from bendserver.serve import ServeOptions, Server
 
 ROOT = Path(__file__).resolve().parent.parent
 PD_PATCH = ROOT / "patches" / "bendserver.pd"
 MAX_PATCH = ROOT / "patches" / "bendserver.maxpat"
-PRESET = ROOT / "patches" / "presets" / "drive.json"
+PRESET = SHIPPED_PRESETS / "drive.json"
 PRESET_PARAMS = {"/bend/mask/prob", "/bend/lfo/depth", "/bend/lfo/freq", "/bend/noise/std"}
 
 

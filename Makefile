@@ -10,9 +10,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# The tests build nn~-style streaming models from cached-conv and nn-tilde: installed without
+# their dependencies (nn-tilde pins torch==2.5), so that nothing replaces the pinned torch.
+TEST_MODELS ?= cached-conv==2.5.0 nn-tilde==1.6.0
+
 install: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e ".[test]" "$(TORCH_SPEC)"
+	$(BIN)/pip install -q --no-deps $(TEST_MODELS)
 
 # Plays the default model on its demo (looped) with its preset, on the default audio device
 # (a real-time null backend without a sound card); prints the OSC port and a message to try.

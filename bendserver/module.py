@@ -127,6 +127,11 @@ class BendedModule:
         """The wrapped module's own state dict (never bended)."""
         return self.module.state_dict()
 
+    def streaming_state(self) -> list[torch.Tensor]:
+        """The buffers the bended module runs with, those a model makes on its first call
+        included (streaming caches): what a reset restores."""
+        return list(self._shadow.buffers())
+
     def bended_state_dict(self) -> dict[str, torch.Tensor]:
         """The state dict as the bended module sees it: versions, interpolation and weight ops."""
         self._weights.sync()
@@ -217,7 +222,7 @@ class BendedModule:
             if n.op == "placeholder" and n.target in inputs
         ]
         capture = _Capture(module, wanted)
-        with torch.no_grad(), restoring_buffers(self.module):
+        with torch.no_grad(), restoring_buffers(self._shadow):
             capture.run(*args)
         return {name: capture.values[name] for name in names}
 

@@ -245,7 +245,7 @@ class Server:
             )
         if self.running:
             lines.append(
-                "priority   OSC threads at real-time priority"
+                "priority   control worker at real-time priority"
                 if self.osc.realtime
                 else "priority   normal: no permission for real-time threads (see docs/serve.md)"
             )

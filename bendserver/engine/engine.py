@@ -120,7 +120,7 @@ class StreamEngine:
         graph = self.bended.trace(self.method, **{argument: example})
         self._check_output(graph)
         self._forward: Callable[..., Any] = self.bended.build(self.method, []).forward
-        self._initial_state = [(b, b.detach().clone()) for b in self.model.module.buffers()]
+        self._initial_state = [(b, b.detach().clone()) for b in self.bended.streaming_state()]
 
     def _check_output(self, graph: torch.fx.Graph) -> None:
         """The traced output must be ``[1, out_channels, out_frames]``: a model whose strides

@@ -121,6 +121,39 @@ def _user_location() -> str:
 
 
 @contextlib.contextmanager
+def recording_new_buffers() -> Iterator[list[tuple[torch.nn.Module, str, torch.Tensor]]]:
+    """Buffers registered while the block runs, with their values when registered: the state a
+    streaming model makes on its first call (cached_conv's padding caches)."""
+    created: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
+    register = torch.nn.Module.register_buffer
+
+    def recording(module: torch.nn.Module, name: str, tensor: Any, persistent: bool = True):
+        register(module, name, tensor, persistent)
+        if isinstance(tensor, torch.Tensor):
+            created.append((module, name, tensor.detach().clone()))
+
+    torch.nn.Module.register_buffer = recording
+    try:
+        yield created
+    finally:
+        torch.nn.Module.register_buffer = register
+
+
+def initialized(root: torch.nn.Module, method: str, inputs: dict[str, Any]) -> None:
+    """Call ``root.<method>`` once on ``inputs``, eagerly, so that state a model makes on its
+    first call exists as real buffers before tracing (traced, it would become a fresh tensor in
+    every call, and the stream would lose its past); then put every buffer back as it was, the
+    new ones as they were registered."""
+    with torch.no_grad(), restoring_buffers(root), recording_new_buffers() as created:
+        getattr(root, method)(**inputs)
+    with torch.no_grad():
+        for module, name, value in created:
+            buffer = getattr(module, name, None)
+            if isinstance(buffer, torch.Tensor) and buffer.shape == value.shape:
+                buffer.copy_(value)
+
+
+@contextlib.contextmanager
 def restoring_buffers(module: torch.nn.Module) -> Iterator[None]:
     """Run a block, then put back the module's buffers as they were (streaming caches, stats)."""
     saved = [(buf, buf.detach().clone()) for buf in module.buffers()]
@@ -176,6 +209,7 @@ class BendingTracer(torch.fx.Tracer):
         self._inputs = dict(inputs)
         self._values = {}
         try:
+            initialized(root, method, self._inputs)
             with torch.no_grad(), restoring_buffers(root), self._traceable_constructors():
                 graph = self.trace(root)
         finally:

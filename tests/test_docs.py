@@ -2,8 +2,10 @@
 
 Python blocks of one page run in order in one namespace (later blocks build on earlier ones). A
 line whose comment names an error (``bended(x)   # FlowGuardError: ...``) must raise that
-error. Shell blocks: each ``bendserver render|info|bench`` line runs (bench with few calls). A
-block preceded by ``<!-- not run: reason -->`` is skipped, with its reason in the page.
+error. Shell blocks: each ``bendserver render|info|bench|serve`` line runs (bench with few
+calls, serve for a second on the null backend); ``bendserver stress`` takes minutes and has its
+own test (tests/test_serve_jack.py). A block preceded by ``<!-- not run: reason -->`` is
+skipped, with its reason in the page.
 """
 
 from __future__ import annotations
@@ -61,12 +63,12 @@ def test_python_examples_run(page, tmp_path, monkeypatch):
 
 
 def commands(page: Path) -> list[list[str]]:
-    """The ``bendserver render|info|bench`` command lines of the page's shell blocks."""
+    """The ``bendserver render|info|bench|serve`` command lines of the page's shell blocks."""
     found = []
     for block in blocks(page, "sh"):
         for line in block.splitlines():
             words = shlex.split(line, comments=True)
-            if words[:1] == ["bendserver"] and words[1:2] in (["render"], ["info"], ["bench"]):
+            if words[:1] == ["bendserver"] and words[1] in ("render", "info", "bench", "serve"):
                 found.append(words)
     return found
 
@@ -83,6 +85,9 @@ def test_shell_examples_run(page, tmp_path):
             args += ["--calls", "5", "--apply-sizes", "0"]
         if args[0] == "render":
             args.append("--force")
+        if args[0] == "serve":  # a second on the null backend, on a free port
+            args = _without(args, "--audio") + ["--audio", "null", "--duration", "1"]
+            args += ["--osc-port", "0", "--reply-port", "0"]
         result = subprocess.run(
             [sys.executable, "-m", "bendserver.cli", *args],
             capture_output=True,
@@ -93,11 +98,20 @@ def test_shell_examples_run(page, tmp_path):
         assert result.returncode == 0, f"{page.name}: {' '.join(words)}\n{result.stderr}"
 
 
+def _without(args: list[str], option: str) -> list[str]:
+    """``args`` without ``option`` and its value."""
+    if option not in args:
+        return args
+    index = args.index(option)
+    return args[:index] + args[index + 2 :]
+
+
 def _local(word: str, demo: Path, folder: Path) -> str:
     """A doc's file names made real: sound files are the shipped demo, outputs go to
     ``folder``, and a score file is written there."""
     if word.endswith((".wav", ".flac")) and not (ROOT / word).exists():
-        return str(folder / Path(word).name) if "out" in word else str(demo)
+        output = "out" in word or "take" in word
+        return str(folder / Path(word).name) if output else str(demo)
     if word.endswith(".txt"):
         score = folder / Path(word).name
         score.write_text("0.5 /engine/gain 0.5\n", encoding="utf-8")

@@ -263,3 +263,16 @@ def test_a_mono_model_plays_on_both_speakers(jack, replies):
         listing = subprocess.run(["jack_lsp", "-c"], capture_output=True, text=True).stdout
     connected = {line.strip() for line in listing.splitlines() if line.startswith("   ")}
     assert {"system:playback_1", "system:playback_2"} <= connected, listing
+
+
+def test_the_stress_command_prints_its_table():
+    need("jackd")
+    result = subprocess.run(
+        [sys.executable, "-m", "bendserver.cli", "stress", "--block", "256", "--load", "0,1k",
+         "--seconds", "2"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("256")]
+    assert [row[1] for row in rows] == ["0", "1k"], result.stdout
+    assert "all applied" in result.stdout and int(rows[1][2]) >= 2000, result.stdout

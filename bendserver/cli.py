@@ -109,8 +109,15 @@ def _info(args: argparse.Namespace) -> int:
             f"  {name}: {spec.in_channels} ch x 1/{spec.in_ratio} -> "
             f"{spec.out_channels} ch x 1/{spec.out_ratio}"
         )
+    if model.attributes:
+        print(f"attributes {model.attributes}")
     print("\nweights")
     model.bended.print_weights()
+    if model.bended.scripted:
+        print(
+            "\n(a TorchScript file: its weights bend here; its activations need the Python model)"
+        )
+        return 0
     for name, spec in model.methods.items():
         argument = model.bended.argument_names(name)[0]
         example = torch.zeros(1, spec.in_channels, model.block // spec.in_ratio)

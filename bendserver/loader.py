@@ -10,6 +10,7 @@ unpickled.
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 import sys
 from collections.abc import Iterable
@@ -31,6 +32,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 DEFAULT_MODEL = "drive"
+#: File names read as TorchScript (nn~'s format).
+TORCHSCRIPT_SUFFIXES = (".ts", ".torchscript")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class LoadedModel:
     demo: Path | None = None
     preset: str | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    attributes: list[str] = field(default_factory=list)  #: a TorchScript file's nn~ attributes
 
     @property
     def module(self) -> nn.Module:
@@ -96,14 +100,16 @@ def load_model(
         module = _load_class(Path(file), class_name)().to(device)
         return _from_module(class_name, module)
     path = Path(text)
+    if path.suffix in TORCHSCRIPT_SUFFIXES and path.is_file():
+        return _from_torchscript(path, torch.device(device))
     folders = model_search_path(search)
     if not (path / "manifest.toml").is_file() and re.fullmatch(r"[\w-]+", text):
         path = next((f / text for f in folders if (f / text / "manifest.toml").is_file()), path)
     if not (path / "manifest.toml").is_file():
         known = sorted({p.parent.name for f in folders for p in f.glob("*/manifest.toml")})
         raise BendingError(
-            f"no model at {text!r}: give a model folder (with a manifest.toml), "
-            f"path/file.py:Class, or a name from {known} (searched: "
+            f"no model at {text!r}: give a model folder (with a manifest.toml), an nn~ "
+            f"TorchScript file (.ts), path/file.py:Class, or a name from {known} (searched: "
             f"{', '.join(str(f) for f in folders)}; add folders with --models-dir or "
             "BENDSERVER_MODELS)"
         )
@@ -158,13 +164,58 @@ def _from_folder(path: Path, device: torch.device) -> LoadedModel:
 def _from_module(name: str, module: nn.Module) -> LoadedModel:
     """A bare module: nn~-style ``<method>_params`` buffers give its methods, else forward 1:1."""
     module.eval()
+    return LoadedModel(
+        name=name,
+        bended=BendedModule(module),
+        methods=_methods(module) or {"forward": MethodSpec()},
+    )
+
+
+def _methods(module: nn.Module, names: list[str] | None = None) -> dict[str, MethodSpec]:
+    """nn~'s method table: each ``<method>_params`` buffer ``[in_ch, in_ratio, out_ch,
+    out_ratio]`` (of ``names`` only, when given)."""
     methods = {}
     for buffer_name, buffer in module.named_buffers():
-        if buffer_name.endswith("_params") and buffer.numel() == 4:
+        name = buffer_name[: -len("_params")]
+        if buffer_name.endswith("_params") and buffer.numel() == 4 and name in (names or [name]):
             in_ch, in_ratio, out_ch, out_ratio = (int(v) for v in buffer.tolist())
-            methods[buffer_name[: -len("_params")]] = MethodSpec(in_ch, in_ratio, out_ch, out_ratio)
+            methods[name] = MethodSpec(in_ch, in_ratio, out_ch, out_ratio)
+    return methods
+
+
+def _from_torchscript(path: Path, device: torch.device) -> LoadedModel:
+    """An nn~ TorchScript file (RAVE's ``export --streaming``, an ``nn_tilde.Module``): its
+    methods from ``get_methods()`` (else every ``<method>_params`` buffer), its rate from
+    ``sr``; ``set_sample_rate`` is called as nn~ does. Weights bend in place; activations need
+    the Python model."""
+    try:
+        module = torch.jit.load(str(path), map_location=device)
+    except (RuntimeError, ValueError) as error:
+        raise BendingError(
+            f"{path} is not a TorchScript file that torch {torch.__version__} loads: {error}"
+        ) from None
+    module.eval()
+    names = list(module.get_methods()) if hasattr(module, "get_methods") else None
+    methods = _methods(module, names)
+    if not methods:
+        raise BendingError(
+            f"{path} has no nn~ methods: neither get_methods() nor <method>_params buffers"
+        )
+    sample_rate = int(getattr(module, "sr", None) or 48000)
+    if hasattr(module, "set_sample_rate"):
+        module.set_sample_rate(sample_rate)
+    attributes = list(module.get_attributes()) if hasattr(module, "get_attributes") else []
+    ratios = [r for spec in methods.values() for r in (spec.in_ratio, spec.out_ratio)]
     return LoadedModel(
-        name=name, bended=BendedModule(module), methods=methods or {"forward": MethodSpec()}
+        name=path.stem,
+        bended=BendedModule(module),
+        sample_rate=sample_rate,
+        block=max(2048, math.lcm(*ratios)),
+        block_multiple=math.lcm(*ratios),
+        methods=methods,
+        description=f"TorchScript file {path.name}",
+        path=path,
+        attributes=attributes,
     )
 
 

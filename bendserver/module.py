@@ -66,7 +66,10 @@ class BendedModule:
         if not isinstance(module, nn.Module):
             raise BendingError(f"BendedModule wraps a torch.nn.Module, got {type(module).__name__}")
         self.module = module
-        self._shadow = shadow_copy(module)
+        #: A TorchScript module cannot be copied with aliased weights nor traced: it is bended in
+        #: place (whoever loaded it owns it), weights only.
+        self.scripted = isinstance(module, torch.jit.ScriptModule)
+        self._shadow = module if self.scripted else shadow_copy(module)
         self._weights = WeightBank(module, self._shadow)
         self._leaf_modules = tuple(leaf_modules)
         self._traced_modules = tuple(traced_modules)
@@ -145,6 +148,11 @@ class BendedModule:
         Returns the graph (``graph.flow_steps`` lists the control-flow decisions it froze), or
         ``(graph, (output,))`` with ``_return_out=True``. Tracing again replaces the graph.
         """
+        if self.scripted:
+            raise BendingError(
+                "a TorchScript module cannot be traced: its weights can be bended, its "
+                "activations need the Python model"
+            )
         tracer = BendingTracer(self._leaf_modules, self._traced_modules)
         self._weights.sync()
         graph, output = tracer.trace_method(self._shadow, fn, inputs)
@@ -247,7 +255,12 @@ class BendedModule:
             traced = (
                 f" (traced methods: {sorted(self._graphs)})"
                 if self._graphs
-                else (" (no method is traced yet: trace() to bend activations)")
+                else (
+                    " (a TorchScript module: only its weights bend here; activation ops need "
+                    "the Python model)"
+                    if self.scripted
+                    else " (no method is traced yet: trace() to bend activations)"
+                )
             )
             raise BendingError(f"key {key!r} matches no weight or activation{traced}{hint}")
         return names

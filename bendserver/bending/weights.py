@@ -37,7 +37,8 @@ class WeightBank:
         self.slots: dict[str, nn.Parameter] = dict(shadow.named_parameters())
         self.buffer_names = {name for name, _ in module.named_buffers()}
         self.versions: dict[str, dict[str, torch.Tensor]] = {
-            DEFAULT_VERSION: {name: p for name, p in module.named_parameters()}
+            # aliases of the module's own weights: they keep them when a slot is swapped
+            DEFAULT_VERSION: {name: p.detach() for name, p in module.named_parameters()}
         }
         self.version = DEFAULT_VERSION
         #: The name the module's own weights go by (see :meth:`alias`).

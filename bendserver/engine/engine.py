@@ -31,6 +31,7 @@ from ..bending.config import BendingConfig
 from ..errors import BendingError
 from ..loader import LoadedModel, load_model
 from ..presets import Preset, load_preset
+from ..tracing import restoring_buffers
 from .bends import Bends, Payload
 from .commands import CommandQueue, Ramp
 from .fuse import OutputFuse
@@ -115,18 +116,23 @@ class StreamEngine:
             )
 
     def _trace(self) -> None:
-        argument = next(iter(self.bended.argument_names(self.method)))
         example = torch.zeros(1, self.in_channels, self.in_frames, device=self.device)
-        graph = self.bended.trace(self.method, **{argument: example})
-        self._check_output(graph)
-        self._forward: Callable[..., Any] = self.bended.build(self.method, []).forward
+        if self.bended.scripted:  # a TorchScript file runs as it is, its weights swapped in
+            self._forward: Callable[..., Any] = getattr(self.model.module, self.method)
+            with torch.inference_mode(), restoring_buffers(self.model.module):
+                shape = tuple(self._forward(example).shape)
+            self._check_output(shape)
+        else:
+            argument = next(iter(self.bended.argument_names(self.method)))
+            graph = self.bended.trace(self.method, **{argument: example})
+            output = next(node for node in graph.nodes if node.op == "output").args[0]
+            self._check_output(getattr(output, "meta", {}).get("shape"))
+            self._forward = self.bended.build(self.method, []).forward
         self._initial_state = [(b, b.detach().clone()) for b in self.bended.streaming_state()]
 
-    def _check_output(self, graph: torch.fx.Graph) -> None:
-        """The traced output must be ``[1, out_channels, out_frames]``: a model whose strides
-        do not divide the block gives fewer frames (refused here, before anything plays)."""
-        output = next(node for node in graph.nodes if node.op == "output").args[0]
-        shape = getattr(output, "meta", {}).get("shape")
+    def _check_output(self, shape: Any) -> None:
+        """The output must be ``[1, out_channels, out_frames]``: a model whose strides do not
+        divide the block gives fewer frames (refused here, before anything plays)."""
         wanted = (1, self.out_channels, self.out_frames)
         if shape is not None and tuple(shape) != wanted:
             raise BendingError(

@@ -1,0 +1,116 @@
+"""nn~ TorchScript files: loaded with torch.jit.load, streamed by the engine exactly as a direct
+scripted call, weights bended live, and clear refusals for what needs the Python model."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import bendserver as tb
+
+cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
+
+
+class Voice(nn.Module):
+    """A small streaming audio model in nn~'s format: cached convolutions (their caches made by a
+    first call, as RAVE's export does), ``forward_params``, ``get_methods``, ``sr`` and
+    ``set_sample_rate``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        cc.use_cached_conv(True)
+        self.a = cc.Conv1d(1, 8, 5, padding=cc.get_padding(5, mode="causal"))
+        self.b = cc.Conv1d(8, 1, 3, padding=cc.get_padding(3, mode="causal"))
+        self.register_buffer("forward_params", torch.tensor([1, 1, 1, 1]))
+        self.sr = 44100
+
+    @torch.jit.export
+    def get_methods(self) -> list[str]:
+        return ["forward"]
+
+    @torch.jit.export
+    def set_sample_rate(self, sr: int) -> int:
+        self.sr = sr
+        return 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x)))
+
+
+def nn_tilde_file(folder, seed=0, name="voice.ts"):
+    """Script and save a Voice; returns the path."""
+    torch.manual_seed(seed)
+    model = Voice().eval()
+    with torch.no_grad():
+        model(torch.zeros(1, 1, 64))  # the caches exist as buffers before scripting
+        for buffer in model.buffers():
+            if buffer.is_floating_point():
+                buffer.zero_()
+    path = folder / name
+    torch.jit.script(model).save(str(path))
+    return path
+
+
+def blocks(count=6, frames=256):
+    signal = np.random.default_rng(3).standard_normal((1, frames * count)).astype(np.float32)
+    return np.split(signal, count, axis=-1)
+
+
+def test_a_file_streams_like_a_direct_scripted_call_and_resets_exactly(tmp_path):
+    path = nn_tilde_file(tmp_path)
+    engine = tb.StreamEngine(path, block=256, fuse=False)
+    direct = torch.jit.load(str(path))
+    assert engine.model.sample_rate == 44100 and engine.spec == tb.loader.MethodSpec(1, 1, 1, 1)
+    first = [engine.process(b) for b in blocks()]
+    with torch.no_grad():
+        want = [direct(torch.from_numpy(b)[None])[0].numpy() for b in blocks()]
+    for got, expected in zip(first, want, strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+    engine.request_reset()
+    again = [engine.process(b) for b in blocks()]
+    for got, expected in zip(again, first, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_weight_ops_bend_the_file_live(tmp_path):
+    path = nn_tilde_file(tmp_path)
+    engine = tb.StreamEngine(path, block=256, fuse=False)
+    engine.add_op("w", tb.Scale(0.0), r"b\.weight")
+    silent = engine.process(blocks()[0])
+    bias = float(dict(torch.jit.load(str(path)).named_parameters())["b.bias"])
+    np.testing.assert_allclose(silent, bias, atol=1e-6)  # the last layer's weights at 0
+    engine.op("w").value = 1.0
+    engine.process(blocks()[1])
+    reference = tb.StreamEngine(path, block=256, fuse=False)
+    reference.process(blocks()[0])
+    reference.process(blocks()[1])
+    np.testing.assert_allclose(
+        engine.process(blocks()[2]), reference.process(blocks()[2]), atol=1e-6
+    )
+
+
+def test_versions_from_another_file_of_the_same_architecture_interpolate(tmp_path):
+    path, other = nn_tilde_file(tmp_path), nn_tilde_file(tmp_path, seed=1, name="other.ts")
+    engine = tb.StreamEngine(path, block=256, fuse=False)
+    engine.bended.create_version("other", dict(torch.jit.load(str(other)).named_parameters()))
+    engine.set_version("other")
+    reference = tb.StreamEngine(other, block=256, fuse=False)
+    for block in blocks(3):
+        np.testing.assert_allclose(engine.process(block), reference.process(block), atol=1e-6)
+
+
+def test_what_needs_the_python_model_is_refused_clearly(tmp_path):
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+    with pytest.raises(tb.BendingError, match="activation ops need the Python model"):
+        engine.add_op("m", tb.Mask(0.5), "tanh")
+    with pytest.raises(tb.BendingError, match="cannot be traced"):
+        engine.bended.trace(x=torch.zeros(1, 1, 256))
+    (tmp_path / "bad.ts").write_bytes(b"not a zip")
+    with pytest.raises(tb.BendingError, match="not a TorchScript file"):
+        tb.load_model(tmp_path / "bad.ts")
+    plain = torch.jit.script(copy.deepcopy(nn.Identity()))
+    plain.save(str(tmp_path / "plain.ts"))
+    with pytest.raises(tb.BendingError, match="no nn~ methods"):
+        tb.load_model(tmp_path / "plain.ts")

@@ -64,7 +64,9 @@ def bench_block(
     runs = {
         "raw eager": raw,
         "engine unbended": lambda: plain.process(audio),
-        f"engine + preset {preset}": lambda: bended.process(audio),
+        f"engine + preset {preset}" if preset else "engine (no preset)": lambda: bended.process(
+            audio
+        ),
     }
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for fn in runs.values():

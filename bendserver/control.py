@@ -254,6 +254,10 @@ def _engine_setting(setter: Callable[..., None]) -> Handler:
     return handler
 
 
+def _attribute(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    ctl.engine.set_attribute(m.path["name"], args[0], at=at)
+
+
 def _reset(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.request_reset(at=at)
 
@@ -271,6 +275,7 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
         "types": lambda: sorted(OPS),
         "bends": lambda: [f"/bend/{op.op_id}/{name}" for op in state.ops for name, _ in op.params],
         "presets": ctl.presets.names,
+        "attributes": lambda: engine.model.attributes,
     }
     if what not in listings:
         raise BendingError(f"/list takes one of {sorted(listings)}")
@@ -290,6 +295,8 @@ def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Rep
             value = op.param(parts[2])
     elif parts[0] == "engine" and len(parts) == 2 and parts[1] in ("gain", "mix", "bypass"):
         value = float(getattr(state, parts[1]))
+    elif len(parts) == 2 and parts[0] == "attr":
+        value = ctl.engine.attribute(parts[1])
     elif parts == ["version"]:
         value = state.version
     elif parts == ["interp"]:
@@ -390,9 +397,17 @@ ADDRESSES: tuple[Address, ...] = (
     ),
     Address("/engine/reset", Schema(), "clear the streaming state", _reset),
     Address(
+        "/attr/<name>",
+        Schema((Arg("value", "value"),)),
+        "set an attribute of an nn~ TorchScript file (its set_<name>; /list attributes)",
+        _attribute,
+        coalesce=True,
+    ),
+    Address(
         "/list",
         Schema((), (Arg("what", "text"),)),
-        "reply with names: addresses, weights, activations, versions, ops, types, bends, presets",
+        "reply with names: addresses, weights, activations, versions, ops, types, bends, "
+        "presets, attributes",
         _list,
     ),
     Address(

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import bendserver as tb
+from bendserver.control import Controller
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
 
@@ -25,10 +26,24 @@ class Voice(nn.Module):
         self.b = cc.Conv1d(8, 1, 3, padding=cc.get_padding(3, mode="causal"))
         self.register_buffer("forward_params", torch.tensor([1, 1, 1, 1]))
         self.sr = 44100
+        self.level = 1.0
 
     @torch.jit.export
     def get_methods(self) -> list[str]:
         return ["forward"]
+
+    @torch.jit.export
+    def get_attributes(self) -> list[str]:
+        return ["level"]
+
+    @torch.jit.export
+    def get_level(self) -> float:
+        return self.level
+
+    @torch.jit.export
+    def set_level(self, level: float) -> int:
+        self.level = level
+        return 0
 
     @torch.jit.export
     def set_sample_rate(self, sr: int) -> int:
@@ -36,7 +51,7 @@ class Voice(nn.Module):
         return 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.tanh(self.a(x)))
+        return self.b(torch.tanh(self.a(x))) * self.level
 
 
 def nn_tilde_file(folder, seed=0, name="voice.ts"):
@@ -114,3 +129,22 @@ def test_what_needs_the_python_model_is_refused_clearly(tmp_path):
     plain.save(str(tmp_path / "plain.ts"))
     with pytest.raises(tb.BendingError, match="no nn~ methods"):
         tb.load_model(tmp_path / "plain.ts")
+
+
+def test_attributes_are_set_over_osc_at_a_block_boundary(tmp_path):
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256, fuse=False)
+    control = Controller(engine)
+    assert control.dispatch("/list", ["attributes"]) == [("/list/attributes", ["level"])]
+    before = engine.process(blocks()[0])
+    control.dispatch("/attr/level", [0.5])
+    assert control.dispatch("/get/attr/level") == [("/get/attr/level", [0.5])]
+    assert engine.model.module.get_level() == 1.0, "not before the block boundary"
+    reference = tb.StreamEngine(nn_tilde_file(tmp_path, name="ref.ts"), block=256, fuse=False)
+    reference.process(blocks()[0])
+    np.testing.assert_allclose(engine.process(blocks()[1]), reference.process(blocks()[1]) * 0.5,
+                               atol=1e-6)  # fmt: skip
+    assert before.shape == (1, 256)
+    with pytest.raises(tb.BendingError, match="no attribute 'volume'"):
+        control.dispatch("/attr/volume", [1.0])
+    with pytest.raises(tb.BendingError, match="takes a float"):
+        control.dispatch("/attr/level", ["loud"])

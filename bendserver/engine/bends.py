@@ -52,6 +52,7 @@ class Plan:
     settings: tuple[tuple[str, Any], ...] = ()
     structure: tuple[tuple[int, tuple[str, ...]], ...] | None = None
     reset: bool = False
+    attributes: tuple[tuple[str, Any], ...] = ()
 
     def covering(self, other: Plan) -> Plan:
         """This plan, also rewriting the weights ``other`` wrote (for a plan that replaces
@@ -65,6 +66,7 @@ class Plan:
             self.settings,
             self.structure,
             self.reset,
+            self.attributes,
         )
 
 
@@ -79,6 +81,7 @@ class Payload:
     settings: dict[str, Any] = field(default_factory=dict)
     forward: Callable[..., Any] | None = None
     reset: bool = False
+    attributes: dict[str, Any] = field(default_factory=dict)
     replaced: list[Any] = field(default_factory=list)
 
 
@@ -183,6 +186,8 @@ class Bends:
             if getattr(before, name) != getattr(after, name)
         )
         structure = self.structure(after)
+        old_attributes = dict(before.attributes)
+        attributes = tuple((k, v) for k, v in after.attributes if old_attributes.get(k) != v)
         return Plan(
             weights,
             tuple(params),
@@ -190,6 +195,7 @@ class Bends:
             settings,
             structure if structure != self.structure(before) else None,
             before.resets != after.resets,
+            attributes,
         )
 
     def structure(self, state: BendingState) -> tuple[tuple[int, tuple[str, ...]], ...]:
@@ -216,7 +222,9 @@ class Bends:
 
     def payload(self, plan: Plan, state: BendingState) -> Payload:
         """Compute what ``plan`` applies to reach ``state``: the heavy half of a change."""
-        payload = Payload(settings=dict(plan.settings), reset=plan.reset)
+        payload = Payload(
+            settings=dict(plan.settings), reset=plan.reset, attributes=dict(plan.attributes)
+        )
         for name, _ in plan.weights:
             payload.weights[name] = self.weight(state, name)
         for uid, name, value, blocks in plan.params:

@@ -240,6 +240,8 @@ class StreamEngine:
         if payload.forward is not None:
             payload.replaced.append(self._forward)
             self._forward = payload.forward
+        for name, value in payload.attributes.items():
+            getattr(self.model.module, f"set_{name}")(value)
         if payload.reset:
             self.reset_state()
 
@@ -392,6 +394,37 @@ class StreamEngine:
         version = self.bended.weight_bank.default_name if name is None else name
         self.bended.weight_bank.check_version(version)
         self._submit(lambda state: state.weights(version, None), at, f"version {version}")
+
+    def set_attribute(self, name: str, value: Any, at: int | None = None) -> None:
+        """Set an nn~ TorchScript file's attribute (its ``set_<name>``) at a block boundary; the
+        value takes the type of the current one (``get_<name>``)."""
+        if name not in self.model.attributes:
+            raise BendingError(
+                f"no attribute '{name}'; this model's attributes are {self.model.attributes}"
+            )
+        current = self.attribute(name)
+        if isinstance(current, bool) or isinstance(value, bool):
+            value = bool(value)
+        elif isinstance(current, int) and isinstance(value, (int, float)):
+            if float(value) != int(value):
+                raise BendingError(f"attribute '{name}' takes a whole number, got {value!r}")
+            value = int(value)
+        elif isinstance(current, float) and isinstance(value, (int, float)):
+            value = _finite(name, value, -math.inf, math.inf)
+        elif not isinstance(value, type(current)):
+            raise BendingError(
+                f"attribute '{name}' takes a {type(current).__name__}, got {value!r}"
+            )
+        self._submit(lambda state: state.with_attribute(name, value), at, f"attribute {name}")
+
+    def attribute(self, name: str) -> Any:
+        """An attribute's pending value (the file's own until set)."""
+        pending = dict(self.state.attributes)
+        if name in pending:
+            return pending[name]
+        if name not in self.model.attributes:
+            raise BendingError(f"no attribute '{name}'; attributes: {self.model.attributes}")
+        return getattr(self.model.module, f"get_{name}")()
 
     def set_gain(self, gain: float, at: int | None = None) -> None:
         gain = _finite("gain", gain, 0.0, 16.0)

@@ -51,6 +51,8 @@ class BendingState:
     bypass: bool = False
     #: Bumped by each reset request, so that a reset is a change of state like any other.
     resets: int = 0
+    #: Attributes of an nn~ TorchScript file set so far (``set_<name>``), in the order set.
+    attributes: tuple[tuple[str, Any], ...] = ()
 
     @property
     def op_ids(self) -> list[str]:
@@ -82,6 +84,10 @@ class BendingState:
     def engine(self, **settings: Any) -> BendingState:
         """This state with ``gain``, ``mix``, ``bypass`` or ``resets`` changed."""
         return replace(self, **settings)
+
+    def with_attribute(self, name: str, value: Any) -> BendingState:
+        kept = tuple((k, v) for k, v in self.attributes if k != name)
+        return replace(self, attributes=(*kept, (name, value)))
 
     @property
     def interpolation(self) -> dict[str, float] | None:

@@ -12,8 +12,8 @@
   "rect": [
    60.0,
    80.0,
-   1000.0,
-   900.0
+   1300.0,
+   1040.0
   ],
   "bglocked": 0,
   "openinpresentation": 0,
@@ -573,7 +573,7 @@
      "outlettype": [
       ""
      ],
-     "text": "set 1"
+     "text": "1"
     }
    },
    {
@@ -728,7 +728,7 @@
      "patching_rect": [
       20.0,
       570.0,
-      560.0,
+      400.0,
       20.0
      ],
      "text": "-- presets (your presets folder first, then the shipped ones; saving never replaces one) --"
@@ -1500,20 +1500,243 @@
    },
    {
     "box": {
-     "id": "obj-61",
+     "id": "obj-85",
+     "maxclass": "comment",
+     "numinlets": 1,
+     "numoutlets": 0,
+     "patching_rect": [
+      920.0,
+      50.0,
+      330.0,
+      48.0
+     ],
+     "text": "-- the server's values, shown: asked on load and on a click here, never sent back --"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-86",
      "maxclass": "message",
      "numinlets": 2,
      "numoutlets": 1,
      "patching_rect": [
-      750.0,
+      920.0,
+      100.0,
+      330.0,
+      100.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "/get/bend/mask/prob, /get/bend/mask/enable, /get/bend/lfo/depth, /get/bend/lfo/freq, /get/bend/lfo/enable, /get/bend/noise/std, /get/bend/noise/enable, /get/engine/gain, /get/engine/mix, /get/engine/bypass"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-87",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 11,
+     "patching_rect": [
+      20.0,
+      940.0,
+      900.0,
+      22.0
+     ],
+     "outlettype": [
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      "",
+      ""
+     ],
+     "text": "route /get/bend/mask/prob /get/bend/mask/enable /get/bend/lfo/depth /get/bend/lfo/freq /get/bend/lfo/enable /get/bend/noise/std /get/bend/noise/enable /get/engine/gain /get/engine/mix /get/engine/bypass"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-88",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      20.0,
+      975.0,
       80.0,
-      30.0,
       22.0
      ],
      "outlettype": [
       ""
      ],
-     "text": "1"
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-89",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      110.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-90",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      200.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-91",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      290.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-92",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      380.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-93",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      470.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-94",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      560.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-95",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      650.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-96",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      740.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
+    }
+   },
+   {
+    "box": {
+     "id": "obj-97",
+     "maxclass": "newobj",
+     "numinlets": 2,
+     "numoutlets": 1,
+     "patching_rect": [
+      830.0,
+      975.0,
+      80.0,
+      22.0
+     ],
+     "outlettype": [
+      ""
+     ],
+     "text": "prepend set"
     }
    }
   ],
@@ -1749,42 +1972,6 @@
    {
     "patchline": {
      "destination": [
-      "obj-21",
-      0
-     ],
-     "source": [
-      "obj-31",
-      0
-     ]
-    }
-   },
-   {
-    "patchline": {
-     "destination": [
-      "obj-24",
-      0
-     ],
-     "source": [
-      "obj-31",
-      0
-     ]
-    }
-   },
-   {
-    "patchline": {
-     "destination": [
-      "obj-27",
-      0
-     ],
-     "source": [
-      "obj-31",
-      0
-     ]
-    }
-   },
-   {
-    "patchline": {
-     "destination": [
       "obj-35",
       0
      ],
@@ -1970,6 +2157,18 @@
      ],
      "source": [
       "obj-53",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-55",
+      0
+     ],
+     "source": [
+      "obj-31",
       0
      ]
     }
@@ -2229,7 +2428,7 @@
    {
     "patchline": {
      "destination": [
-      "obj-61",
+      "obj-86",
       0
      ],
      "source": [
@@ -2241,11 +2440,311 @@
    {
     "patchline": {
      "destination": [
-      "obj-55",
+      "obj-2",
       0
      ],
      "source": [
-      "obj-61",
+      "obj-86",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-87",
+      0
+     ],
+     "source": [
+      "obj-64",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-88",
+      0
+     ],
+     "source": [
+      "obj-87",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-5",
+      0
+     ],
+     "source": [
+      "obj-88",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-6",
+      0
+     ],
+     "source": [
+      "obj-88",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-89",
+      0
+     ],
+     "source": [
+      "obj-87",
+      1
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-21",
+      0
+     ],
+     "source": [
+      "obj-89",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-90",
+      0
+     ],
+     "source": [
+      "obj-87",
+      2
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-9",
+      0
+     ],
+     "source": [
+      "obj-90",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-10",
+      0
+     ],
+     "source": [
+      "obj-90",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-91",
+      0
+     ],
+     "source": [
+      "obj-87",
+      3
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-13",
+      0
+     ],
+     "source": [
+      "obj-91",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-14",
+      0
+     ],
+     "source": [
+      "obj-91",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-92",
+      0
+     ],
+     "source": [
+      "obj-87",
+      4
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-24",
+      0
+     ],
+     "source": [
+      "obj-92",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-93",
+      0
+     ],
+     "source": [
+      "obj-87",
+      5
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-17",
+      0
+     ],
+     "source": [
+      "obj-93",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-18",
+      0
+     ],
+     "source": [
+      "obj-93",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-94",
+      0
+     ],
+     "source": [
+      "obj-87",
+      6
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-27",
+      0
+     ],
+     "source": [
+      "obj-94",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-95",
+      0
+     ],
+     "source": [
+      "obj-87",
+      7
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-45",
+      0
+     ],
+     "source": [
+      "obj-95",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-96",
+      0
+     ],
+     "source": [
+      "obj-87",
+      8
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-48",
+      0
+     ],
+     "source": [
+      "obj-96",
+      0
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-97",
+      0
+     ],
+     "source": [
+      "obj-87",
+      9
+     ]
+    }
+   },
+   {
+    "patchline": {
+     "destination": [
+      "obj-50",
+      0
+     ],
+     "source": [
+      "obj-97",
       0
      ]
     }

@@ -53,16 +53,47 @@ def max_boxes(patcher: dict) -> list[dict]:
     return [entry["box"] for entry in patcher["patcher"]["boxes"]]
 
 
+def max_box_addresses(box: dict) -> set[str]:
+    """What a [prepend /address] object or a message box ('/a 1, /b 2') sends."""
+    words = box.get("text", "").split()
+    if box["maxclass"] == "newobj" and words[:1] == ["prepend"] and words[1].startswith("/"):
+        return {words[1]}
+    if box["maxclass"] == "message":
+        messages = [m.split() for m in re.split(r"[,;]", box.get("text", ""))]
+        return {m[0] for m in messages if m and m[0].startswith("/")}
+    return set()
+
+
 def max_addresses(patcher: dict) -> set[str]:
-    """What [prepend /address] objects and message boxes starting with '/' send."""
-    found = set()
-    for box in max_boxes(patcher):
-        words = box.get("text", "").split()
-        if box["maxclass"] == "newobj" and words[:1] == ["prepend"] and words[1].startswith("/"):
-            found.add(words[1])
-        elif box["maxclass"] == "message" and words and words[0].startswith("/"):
-            found.add(words[0])
-    return found
+    return set().union(*(max_box_addresses(box) for box in max_boxes(patcher)))
+
+
+#: Max objects that output when the patch opens, and what marks a box restoring a value on load.
+MAX_LOAD_OBJECTS = {"loadbang", "loadmess", "autopattr", "pattrstorage", "live.thisdevice"}
+MAX_INITIAL_VALUE = re.compile(r'"parameter_initial_enable"\s*:\s*1')
+
+
+def max_sent_on_load(patcher: dict) -> set[str]:
+    """Every address a box reachable from something that fires on load may send (reachable
+    through any wire: an over-estimate, never an under-estimate)."""
+    boxes = {box["id"]: box for box in max_boxes(patcher)}
+    wires: dict[str, list[str]] = {}
+    for entry in patcher["patcher"]["lines"]:
+        line = entry["patchline"]
+        wires.setdefault(line["source"][0], []).append(line["destination"][0])
+    firing = [
+        box_id
+        for box_id, box in boxes.items()
+        if (box.get("text", "").split() or [""])[0] in MAX_LOAD_OBJECTS
+        or MAX_INITIAL_VALUE.search(json.dumps(box))
+    ]
+    reached = set(firing)
+    while firing:
+        for sink in wires.get(firing.pop(), []):
+            if sink not in reached:
+                reached.add(sink)
+                firing.append(sink)
+    return set().union(*(max_box_addresses(boxes[box_id]) for box_id in reached))
 
 
 def in_address_space(address: str) -> bool:
@@ -111,6 +142,20 @@ def test_the_address_check_rejects_what_the_server_does_not_know():
     assert not in_address_space("/bend/mask") and not in_address_space("/volume")
 
 
+#: What asks the server and changes nothing: all a patch may send when it is opened.
+QUERIES = ("/get/", "/list", "/stats", "/ping")
+
+
+def test_opening_the_max_patch_sends_no_change(max_patch):
+    sent = max_sent_on_load(max_patch)
+    changes = sorted(address for address in sent if not address.startswith(QUERIES))
+    assert not changes, f"the Max patch sends {changes} when it is opened"
+    asked = {address for address in sent if address.startswith("/get/")}
+    assert {"/get/bend/mask/enable", "/get/engine/gain"} <= asked, sent
+    routed = {word for box in max_boxes(max_patch) for word in box.get("text", "").split()[1:]}
+    assert asked <= routed, f"replies shown nowhere: {sorted(asked - routed)}"
+
+
 def test_patches_use_the_server_default_ports(pd_text, max_patch):
     options = ServeOptions()
     assert f"connect localhost {options.osc_port}" in pd_text
@@ -156,95 +201,125 @@ def bendable_engine():
     return engine
 
 
-def run_pd(server, reply_port, tmp_path, pd_text, moves=""):
-    """Run the Pd patch headless against ``server`` for 1.5 s (``moves``: messages to its
-    receivers, as Pd's -send takes them); returns Pd's console."""
-    patch = tmp_path / "bendserver.pd"
+class RecordingServer(Server):
+    """A server on the null backend and free ports that records every message it dispatches
+    (``received``: address and arguments, in order)."""
+
+    def __init__(self, engine: tb.StreamEngine) -> None:
+        self.reply_port = free_port()
+        super().__init__(
+            ServeOptions(audio="null", osc_port=0, reply_port=self.reply_port), engine=engine
+        )
+        self.received: list[tuple[str, list]] = []
+        dispatch = self.controller.dispatch
+
+        def recording(address, args=(), at=None):
+            self.received.append((address, list(args)))
+            return dispatch(address, args, at)
+
+        self.controller.dispatch = recording
+
+    def addresses(self) -> list[str]:
+        return [address for address, _ in self.received]
+
+
+def pd_patch_for(server: RecordingServer, folder: Path, pd_text: str) -> Path:
+    """The Pd patch, talking to ``server``'s ports instead of the defaults."""
+    patch = folder / "bendserver.pd"
     patch.write_text(
         pd_text.replace("connect localhost 9000", f"connect localhost {server.osc.port}").replace(
-            "netreceive -u -b 9001", f"netreceive -u -b {reply_port}"
+            "netreceive -u -b 9001", f"netreceive -u -b {server.reply_port}"
         ),
         encoding="utf-8",
     )
-    options = ["-send", moves] if moves else []
+    return patch
+
+
+def run_pd(*arguments: str, seconds: float = 1.5) -> str:
+    """Run Pure Data headless (real time, no audio) for ``seconds``; its console output."""
+    need("pd")
     pd = subprocess.Popen(
-        ["pd", "-nogui", "-noaudio", "-nomidi", *options, str(patch)],
+        ["pd", "-nogui", "-noaudio", "-nomidi", *arguments],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        time.sleep(1.5)  # the patch polls /stats every 500 ms
+        time.sleep(seconds)
     finally:
         pd.terminate()
         console = pd.communicate(timeout=10)[0]
     return console
 
 
-def test_opening_the_pd_patch_changes_nothing(tmp_path, pd_text):
-    need("pd")
-    reply_port = free_port()
-    server = Server(
-        ServeOptions(audio="null", osc_port=0, reply_port=reply_port), engine=bendable_engine()
-    )
-    with server:
-        server.engine.enable_op("noise", False)  # a setting the performer made before
-        time.sleep(0.1)
-        before = server.engine.applied_state
-        console = run_pd(server, reply_port, tmp_path, pd_text)
-        assert server.engine.applied_state == before == server.engine.state, console
-    assert server.osc.counters()["received"] >= 1, "the patch did talk to the server"
-
-
-def test_opening_the_max_patch_sends_nothing_that_changes_state(max_patch):
-    boxes = {b["box"]["id"]: b["box"] for b in max_patch["patcher"]["boxes"]}
-    lines = [line["patchline"] for line in max_patch["patcher"]["lines"]]
-    queries = ("/get", "/list", "/stats", "/ping")
-    reached, todo = set(), [i for i, b in boxes.items() if b.get("text", "") == "loadbang"]
-    assert todo, "the patch has a loadbang"
-    while todo:
-        source = todo.pop()
-        for line in lines:
-            sink = line["destination"][0]
-            if line["source"][0] != source or sink in reached:
-                continue
-            reached.add(sink)
-            words = boxes[sink].get("text", "").split()
-            if boxes[sink]["maxclass"] == "message" and words[:1] == ["set"]:
-                continue  # "set": shown, not sent on
-            address = next((w for w in words if w.startswith("/")), None)
-            if address is not None:
-                assert address.startswith(queries), f"{sink} sends {address} on load"
-            todo.append(sink)
-
-
 def test_pure_data_runs_the_patch_and_changes_the_server(tmp_path, pd_text):
-    need("pd")
-    reply_port = free_port()
-    server = Server(
-        ServeOptions(audio="null", osc_port=0, reply_port=reply_port), engine=bendable_engine()
-    )
-    received = []
-    dispatch = server.controller.dispatch
-
-    def recording(address, args=(), at=None):
-        received.append(address)
-        return dispatch(address, args, at)
-
-    server.controller.dispatch = recording
+    server = RecordingServer(bendable_engine())
+    patch = pd_patch_for(server, tmp_path, pd_text)
     moves = (
         "bs-mask-prob 0.25; bs-lfo-depth 1.5; bs-noise-enable 0; bs-gain 0.5; bs-interp 0.3; "
         "bs-version symbol default; bs-ping bang; bs-get bang"
     )
     with server:
-        console = run_pd(server, reply_port, tmp_path, pd_text, moves)
-        engine = server.engine
-        assert engine.ops["mask"].get("prob") == pytest.approx(0.25)
-        assert engine.ops["lfo"].get("depth") == pytest.approx(1.5)
-        assert engine.ops["noise"].enabled is False
-        assert engine.gain == pytest.approx(0.5)
-        assert engine.applied_state.version == "default"
+        console = run_pd("-send", moves, str(patch))  # the patch polls /stats every 500 ms
+        state = server.engine.state
+        assert state.op("mask").param("prob") == pytest.approx(0.25)
+        assert state.op("lfo").param("depth") == pytest.approx(1.5)
+        assert state.op("noise").enabled is False
+        assert state.gain == pytest.approx(0.5)
+        assert state.version == "default"
+    received = server.addresses()
     assert "/interp" in received and received.count("/stats") >= 2, received
     assert "bendserver: pong" in console, console
     assert "bendserver-get: bend mask prob" in console, console
     assert server.osc.worker.errors == 0, console
+
+
+def played_state(engine: tb.StreamEngine) -> None:
+    """Move every setting the patch shows away from its default, as a performer would have."""
+    engine.set_param("mask", "prob", 0.45)
+    engine.set_param("lfo", "freq", 6.25e-5)
+    engine.enable_op("noise", False)
+    engine.set_gain(0.8)
+    engine.set_mix(0.9)
+
+
+def test_opening_the_pd_patch_changes_nothing_on_the_server(tmp_path, pd_text):
+    server = RecordingServer(bendable_engine())
+    played_state(server.engine)
+    before = server.engine.state
+    with server:
+        console = run_pd(str(pd_patch_for(server, tmp_path, pd_text)))
+        after = server.engine.state
+    changes = [a for a in server.addresses() if not a.startswith(QUERIES)]
+    assert not changes, f"the patch sent {changes} on load"
+    assert after == before
+    asked = set(server.addresses())
+    assert {"/get/bend/mask/enable", "/get/engine/gain", "/get/version"} <= asked, asked
+    assert server.osc.worker.errors == 0, console
+
+
+def test_the_pd_patch_shows_the_server_values(tmp_path, pd_text):
+    """Once loaded, each box shows the server's value: banged, it sends what it shows (a
+    toggle flips, so it is banged twice)."""
+    server = RecordingServer(bendable_engine())
+    played_state(server.engine)
+    before = server.engine.state
+    values = ["mask-prob", "lfo-depth", "lfo-freq", "noise-std", "gain", "mix", "version"]
+    toggles = ["mask-enable", "lfo-enable", "noise-enable", "bypass"]
+    bangs = " \\; ".join(f"bs-{n} bang" for n in values + toggles + toggles)
+    probe = tmp_path / "probe.pd"
+    probe.write_text(
+        "#N canvas 0 0 300 200 12;\n#X obj 10 10 loadbang;\n#X obj 10 40 delay 800;\n"
+        f"#X msg 10 70 \\; {bangs};\n#X connect 0 0 1 0;\n#X connect 1 0 2 0;\n",
+        encoding="utf-8",
+    )
+    with server:
+        console = run_pd(str(pd_patch_for(server, tmp_path, pd_text)), str(probe), seconds=2.0)
+    sent = dict(server.received)  # the last message to each address
+    for op in before.ops:
+        assert sent[f"/bend/{op.op_id}/enable"] == [float(op.enabled)], console
+        for name, value in op.params:
+            assert sent[f"/bend/{op.op_id}/{name}"][0] == pytest.approx(value, rel=0.02), name
+    for name in ("gain", "mix", "bypass"):
+        assert sent[f"/engine/{name}"][0] == pytest.approx(float(getattr(before, name)), rel=0.02)
+    assert sent["/version"] == [before.version]

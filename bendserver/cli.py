@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -62,10 +63,15 @@ def _render(args: argparse.Namespace) -> int:
             raise BendingError(f"no score file {path}")
         score = parse_score(path.read_text(encoding="utf-8"), str(path))
     output = Path(args.output)
-    if len(args.inputs) > 1 or output.is_dir():
+    if len(args.inputs) > 1 or output.is_dir() or args.output.endswith(("/", os.sep)):
         targets = [output / f"{Path(i).stem}{args.format}" for i in args.inputs]
     else:
         targets = [output]
+    clashes = sorted({t.name for t in targets if targets.count(t) > 1})
+    if clashes:
+        raise BendingError(
+            f"several inputs would be written to {clashes}: render them into separate folders"
+        )
     for source, target in zip(args.inputs, targets, strict=True):
         model = load_model(args.model, search=args.models_dir)
         engine = StreamEngine(

@@ -184,3 +184,18 @@ def test_versions_are_listed_by_their_names(drive):
     assert drive.dispatch("/list", ["versions"]) == [("/list/versions", ["default"])]
     wavae = Controller(tb.StreamEngine("wavae"))
     assert wavae.dispatch("/list", ["versions"])[0][1] == ["strings", "percussion"]
+
+
+def test_render_into_a_new_folder_and_clashing_names(tmp_path, capsys):
+    demo = tb.load_model("drive").demo
+    assert main(["render", str(demo), "-o", f"{tmp_path / 'out'}/", "--format", ".flac"]) == 0
+    assert (tmp_path / "out" / "demo.flac").is_file()
+    wavae = tb.load_model("wavae").demo
+    assert main(["render", str(demo), str(wavae), "-o", str(tmp_path / "two")]) == 2
+    assert "several inputs would be written to ['demo.wav']" in capsys.readouterr().err
+    assert not (tmp_path / "two").exists(), "refused before anything is rendered"
+
+
+def test_latent_outputs_are_not_fused():
+    engine = tb.StreamEngine("wavae", method="encode", block=2048)
+    assert engine.fuse is None and tb.StreamEngine("wavae", block=2048).fuse is not None

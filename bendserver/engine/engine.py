@@ -87,7 +87,11 @@ class StreamEngine:
         #: What plays now (written when a change applies): output gain, dry/wet mix, bypass.
         self.gain, self.mix, self.bypass = initial.gain, initial.mix, initial.bypass
         self._applied_gain, self._applied_mix = self.gain, self.mix
-        self.fuse = OutputFuse(self.out_channels, self.sample_rate, ceiling) if fuse else None
+        #: The output fuse, for audio outputs only (latent frames are not limited nor DC-blocked).
+        audio_out = self.spec.out_ratio == 1
+        self.fuse = (
+            OutputFuse(self.out_channels, self.sample_rate, ceiling) if fuse and audio_out else None
+        )
         self.stats = EngineStats()
         #: Failures the audio thread met, for the control side to report (see ``failures``).
         self._failures: collections.deque[str] = collections.deque(maxlen=64)

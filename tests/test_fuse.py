@@ -77,3 +77,22 @@ def test_reset_starts_the_filter_afresh():
     first = _fused_stream(fuse, signal, 256)
     fuse.reset()
     np.testing.assert_array_equal(_fused_stream(fuse, signal, 256), first)
+
+
+def test_a_huge_spike_is_forgotten_quickly_and_empty_blocks_keep_the_state():
+    fuse = tb.OutputFuse(1, 48000)
+    spike = np.zeros((1, 256), np.float32)
+    spike[0, 0] = 1e30
+    fuse.process(spike)
+    assert fuse.process(np.zeros((1, 256), np.float32)).shape == (1, 256)
+    after = _fused_stream(fuse, np.zeros((1, 48000), np.float32), 256)
+    assert np.abs(after[0, 24000:]).max() < 1e-3, "silence again within half a second"
+    other = tb.OutputFuse(1, 48000)
+    signal = (0.3 + 0.1 * np.sin(np.arange(1024) / 5.0)).astype(np.float32)[None]
+    first = other.process(signal[:, :512])
+    other.process(signal[:, :0])
+    np.testing.assert_allclose(
+        np.concatenate([first, other.process(signal[:, 512:])], -1),
+        tb.OutputFuse(1, 48000).process(signal),
+        atol=1e-6,
+    )

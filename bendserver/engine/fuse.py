@@ -52,11 +52,12 @@ class OutputFuse:
             finite = np.isfinite(block)
             self.nonfinite_samples += int(block.size - finite.sum())
             block = np.where(finite, block, np.float32(0.0))
-        if self.dc_cutoff_hz > 0:
-            out, self._state = lfilter(self._b, self._a, block, axis=-1, zi=self._state)
+        # A huge finite sample would stay in the DC blocker's state for seconds: clip first
+        # (the limiter puts anything this loud at the ceiling anyway).
+        out = np.clip(block, -16 * self.ceiling, 16 * self.ceiling)  # a new array
+        if self.dc_cutoff_hz > 0 and out.shape[-1] > 0:  # lfilter forgets its state on 0
+            out, self._state = lfilter(self._b, self._a, out, axis=-1, zi=self._state)
             out = out.astype(np.float32, copy=False)
-        else:
-            out = block.copy()
         magnitude = np.abs(out)
         if magnitude.max(initial=0.0) > self.knee:  # the limiter's work only when it bites
             over = magnitude > self.knee

@@ -50,7 +50,7 @@ def _render(args: argparse.Namespace) -> int:
     import torch
 
     from .engine import StreamEngine
-    from .loader import load_model
+    from .loader import add_versions, load_model
     from .presets import preset_for
     from .render import parse_score, render_file
 
@@ -74,6 +74,7 @@ def _render(args: argparse.Namespace) -> int:
         )
     for source, target in zip(args.inputs, targets, strict=True):
         model = load_model(args.model, search=args.models_dir)
+        add_versions(model, args.version)
         engine = StreamEngine(
             model, block=args.block, preset=preset_for(model, args.preset), fuse=not args.no_fuse
         )
@@ -180,6 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="also look for model names in DIR (repeatable; before $BENDSERVER_MODELS, your "
         "models folder and the shipped models)",
     )
+    versions = argparse.ArgumentParser(add_help=False)
+    versions.add_argument(
+        "--version",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="add the weights of FILE (.ts of the same architecture, or .safetensors) as a "
+        "version named after it, for /version and /interp (repeatable)",
+    )
     threads = argparse.ArgumentParser(add_help=False)
     threads.add_argument(
         "--threads",
@@ -189,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     serve = commands.add_parser(
-        "serve", parents=[models, threads], help="play a model live, controlled over OSC"
+        "serve", parents=[models, versions, threads], help="play a model live, controlled over OSC"
     )
     serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
     serve.add_argument(
@@ -231,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     render = commands.add_parser(
-        "render", parents=[models, threads], help="render sound files through a bended model"
+        "render",
+        parents=[models, versions, threads],
+        help="render sound files through a bended model",
     )
     render.add_argument("inputs", nargs="+", metavar="IN", help="input sound files")
     render.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")

@@ -219,6 +219,25 @@ def _from_torchscript(path: Path, device: torch.device) -> LoadedModel:
     )
 
 
+def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:
+    """Add each file's weights as a version named after the file: another nn~ TorchScript file
+    of the same architecture (``.ts``) or a safetensors file. Names and shapes must match."""
+    for file in map(Path, files):
+        if not file.is_file():
+            raise BendingError(f"--version: no file {file}")
+        if file.suffix in TORCHSCRIPT_SUFFIXES:
+            try:
+                weights = dict(torch.jit.load(str(file), map_location="cpu").named_parameters())
+            except (RuntimeError, ValueError) as error:
+                raise BendingError(f"{file} is not a TorchScript file: {error}") from None
+        elif file.suffix == ".safetensors":
+            weights = load_file(str(file))
+        else:
+            raise BendingError(f"--version takes .ts or .safetensors files, got {file.name}")
+        device = next(iter(model.bended.weight_bank.slots.values())).device
+        model.bended.create_version(file.stem, {k: v.to(device) for k, v in weights.items()})
+
+
 def _read_manifest(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

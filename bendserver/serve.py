@@ -38,7 +38,7 @@ from .audio.reporter import Reporter
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
-from .loader import DEFAULT_MODEL, load_model
+from .loader import DEFAULT_MODEL, add_versions, load_model
 from .osc import OscService
 from .presets import preset_for
 
@@ -75,6 +75,7 @@ class ServeOptions:
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
     no_fuse: bool = False  #: play the model's output without the output fuse
     models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
+    version: list[str] = field(default_factory=list)  #: weight files added as versions
 
 
 class Server:
@@ -270,6 +271,7 @@ def _engine(options: ServeOptions) -> StreamEngine:
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
     model = load_model(options.model, search=options.models_dir)
+    add_versions(model, options.version)
     preset = preset_for(model, options.preset)
     return StreamEngine(
         model, options.method, block=options.block, preset=preset, fuse=not options.no_fuse

@@ -5,10 +5,12 @@ import copy
 
 import numpy as np
 import pytest
+import soundfile as sf
 import torch
 from torch import nn
 
 import bendserver as tb
+from bendserver.cli import main
 from bendserver.control import Controller
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
@@ -148,3 +150,19 @@ def test_attributes_are_set_over_osc_at_a_block_boundary(tmp_path):
         control.dispatch("/attr/volume", [1.0])
     with pytest.raises(tb.BendingError, match="takes a float"):
         control.dispatch("/attr/level", ["loud"])
+
+
+def test_a_render_morphs_to_another_file_given_with_version(tmp_path, capsys):
+    path, other = nn_tilde_file(tmp_path), nn_tilde_file(tmp_path, seed=1, name="other.ts")
+    demo = str(tb.load_model("drive").demo)
+    score = tmp_path / "score.txt"
+    score.write_text("0 /version other\n")
+    common = ["render", demo, "--no-fuse", "-p", "none"]
+    assert main([*common, "-m", str(path), "--version", str(other), "--score", str(score),
+                 "-o", str(tmp_path / "morphed.wav")]) == 0  # fmt: skip
+    assert main([*common, "-m", str(other), "-o", str(tmp_path / "other.wav")]) == 0
+    morphed = sf.read(str(tmp_path / "morphed.wav"), dtype="float32")[0]
+    np.testing.assert_allclose(morphed, sf.read(str(tmp_path / "other.wav"), dtype="float32")[0],
+                               atol=1e-6)  # fmt: skip
+    missing = [*common, "-m", str(path), "--version", "missing.ts", "-o", str(tmp_path / "x.wav")]
+    assert main(missing) == 2 and "--version: no file missing.ts" in capsys.readouterr().err

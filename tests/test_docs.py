@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import soundfile as sf
 import torch
 
 import bendserver as tb
@@ -109,9 +110,16 @@ def _without(args: list[str], option: str) -> list[str]:
 def _local(word: str, demo: Path, folder: Path) -> str:
     """A doc's file names made real: sound files are the shipped demo, outputs go to
     ``folder``, and a score file is written there."""
-    if word.endswith((".wav", ".flac")) and not (ROOT / word).exists():
-        output = "out" in word or "take" in word
-        return str(folder / Path(word).name) if output else str(demo)
+    is_sound_file = Path(word).suffix in (".wav", ".flac") and not word.startswith(".")
+    if is_sound_file and not (ROOT / word).exists():
+        if "out" in word or "take" in word:
+            return str(folder / Path(word).name)
+        copy = folder / "in" / Path(word).name  # the demo, under the doc's name and format
+        if not copy.exists():
+            copy.parent.mkdir(exist_ok=True)
+            audio, rate = sf.read(str(demo), dtype="float32")
+            sf.write(str(copy), audio, rate)
+        return str(copy)
     if word.endswith(".txt"):
         score = folder / Path(word).name
         score.write_text("0.5 /engine/gain 0.5\n", encoding="utf-8")

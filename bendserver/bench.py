@@ -1,7 +1,8 @@
 """Benchmarks printed by ``bendserver bench``: engine against raw eager, in one process.
 
-Per block size: the raw eager module, the engine unbended and the engine with a preset, called
-in turn (so machine noise hits all three alike), reported as p50/p99/max per block, ratios of
+Per block size: the raw eager module, then the engine unbended and with a preset, each with the
+graph as traced (``optimize none``) and optimised, called in turn (so machine noise hits all
+alike), reported as p50/p99/max per block, ratios of
 medians to raw eager, and the real-time factor (block duration / p50). Also the cost of applying
 a weight change (an interpolation of every weight) at a block boundary on a 10 M-parameter model.
 """
@@ -40,18 +41,33 @@ def bench_blocks(
     calls: int = 300,
     preset: str | None = None,
     search: Sequence[str] = (),
+    optimize: str = "passes",
 ) -> dict[str, Any]:
-    """Engine vs raw eager for each block size (``search``: more model folders)."""
-    return {str(block): bench_block(model, block, calls, preset, search) for block in blocks}
+    """Engine vs raw eager for each block size (``search``: more model folders), the engine
+    with ``optimize none`` and ``optimize``."""
+    return {
+        str(block): bench_block(model, block, calls, preset, search, optimize) for block in blocks
+    }
 
 
 def bench_block(
-    model: str, block: int, calls: int, preset: str | None, search: Sequence[str] = ()
+    model: str,
+    block: int,
+    calls: int,
+    preset: str | None,
+    search: Sequence[str] = (),
+    optimize: str = "passes",
 ) -> dict[str, Any]:
     raw_model = load_model(model, search=search)
-    plain = StreamEngine(load_model(model, search=search), block=block)
     preset = preset_for(raw_model, preset)
-    bended = StreamEngine(load_model(model, search=search), block=block, preset=preset)
+    engines: dict[str, StreamEngine] = {}
+    for mode in dict.fromkeys(("none", optimize)):
+        for bending in (None, preset) if preset else (None,):
+            name = f"engine{f' + preset {bending}' if bending else ' unbended'} ({mode})"
+            engines[name] = StreamEngine(
+                load_model(model, search=search), block=block, preset=bending, optimize=mode
+            )
+    plain = next(iter(engines.values()))
     rng = np.random.default_rng(0)
     audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
     tensor = torch.from_numpy(audio).unsqueeze(0)
@@ -61,13 +77,8 @@ def bench_block(
         with torch.inference_mode():
             forward(tensor)
 
-    runs = {
-        "raw eager": raw,
-        "engine unbended": lambda: plain.process(audio),
-        f"engine + preset {preset}" if preset else "engine (no preset)": lambda: bended.process(
-            audio
-        ),
-    }
+    runs = {"raw eager": raw}
+    runs.update({name: functools.partial(e.process, audio) for name, e in engines.items()})
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for fn in runs.values():
         for _ in range(10):
@@ -138,11 +149,11 @@ def format_results(results: dict[str, Any], apply: list[dict]) -> str:
     for block, entry in results.items():
         lines.append(f"block {block} ({entry['block_ms']:.2f} ms of audio)")
         lines.append(
-            f"  {'':34} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'/ raw':>7} {'x realtime':>11}"
+            f"  {'':40} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'/ raw':>7} {'x realtime':>11}"
         )
         for name, s in entry["runs"].items():
             lines.append(
-                f"  {name:34} {s['p50_ms']:8.3f} {s['p99_ms']:8.3f} {s['max_ms']:8.3f} "
+                f"  {name:40} {s['p50_ms']:8.3f} {s['p99_ms']:8.3f} {s['max_ms']:8.3f} "
                 f"{s['ratio_p50']:6.2f}x {s['realtime_x']:10.1f}x"
             )
     for entry in apply:

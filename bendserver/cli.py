@@ -12,6 +12,7 @@ from pathlib import Path
 from . import __version__
 from .errors import BendingError
 from .loader import DEFAULT_MODEL
+from .passes import OPTIMIZE_MODES
 
 NO_FUSE = "no output fuse (NaN guard, DC blocker, limiter): the model's output as it is"
 
@@ -76,7 +77,11 @@ def _render(args: argparse.Namespace) -> int:
         model = load_model(args.model, search=args.models_dir)
         add_versions(model, args.version)
         engine = StreamEngine(
-            model, block=args.block, preset=preset_for(model, args.preset), fuse=not args.no_fuse
+            model,
+            block=args.block,
+            preset=preset_for(model, args.preset),
+            fuse=not args.no_fuse,
+            optimize=args.optimize,
         )
         try:
             seconds = render_file(
@@ -140,7 +145,9 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench import bench_blocks, bench_weight_apply, format_results
 
     torch.set_num_threads(args.threads)
-    results = bench_blocks(args.model, args.block, args.calls, args.preset, args.models_dir)
+    results = bench_blocks(
+        args.model, args.block, args.calls, args.preset, args.models_dir, args.optimize
+    )
     apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
         print(json.dumps({"blocks": results, "weight_apply": apply}, indent=2))
@@ -190,6 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="add the weights of FILE (.ts of the same architecture, or .safetensors) as a "
         "version named after it, for /version and /interp (repeatable)",
     )
+    optimizing = argparse.ArgumentParser(add_help=False)
+    optimizing.add_argument(
+        "--optimize",
+        choices=OPTIMIZE_MODES,
+        default="passes",
+        help="none: the bended graph as traced; passes (default): the optimising passes "
+        "(docs/engine.md)",
+    )
     threads = argparse.ArgumentParser(add_help=False)
     threads.add_argument(
         "--threads",
@@ -199,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     serve = commands.add_parser(
-        "serve", parents=[models, versions, threads], help="play a model live, controlled over OSC"
+        "serve",
+        parents=[models, versions, threads, optimizing],
+        help="play a model live, controlled over OSC",
     )
     serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
     serve.add_argument(
@@ -242,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = commands.add_parser(
         "render",
-        parents=[models, versions, threads],
+        parents=[models, versions, threads, optimizing],
         help="render sound files through a bended model",
     )
     render.add_argument("inputs", nargs="+", metavar="IN", help="input sound files")
@@ -269,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
-        parents=[models, threads],
+        parents=[models, threads, optimizing],
         help="engine vs raw eager, per block size, in one process",
     )
     bench.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")

@@ -74,6 +74,7 @@ class ServeOptions:
     output_channels: int | None = None
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
     no_fuse: bool = False  #: play the model's output without the output fuse
+    optimize: str = "passes"  #: how the bended graph is optimised (none, passes)
     models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
     version: list[str] = field(default_factory=list)  #: weight files added as versions
 
@@ -274,7 +275,12 @@ def _engine(options: ServeOptions) -> StreamEngine:
     add_versions(model, options.version)
     preset = preset_for(model, options.preset)
     return StreamEngine(
-        model, options.method, block=options.block, preset=preset, fuse=not options.no_fuse
+        model,
+        options.method,
+        block=options.block,
+        preset=preset,
+        fuse=not options.no_fuse,
+        optimize=options.optimize,
     )
 
 

@@ -48,18 +48,21 @@ class OutputFuse:
 
     def process(self, block: np.ndarray) -> np.ndarray:
         block = np.asarray(block, dtype=np.float32)
-        if not np.isfinite(block).all():
+        # A huge finite sample would stay in the DC blocker's state for seconds: clip first
+        # (the limiter puts anything this loud at the ceiling anyway). Two reductions tell
+        # whether there is anything to clip or zero (NaN fails every comparison).
+        limit = 16 * self.ceiling
+        if block.size and not (-limit <= block.min() and block.max() <= limit):
             finite = np.isfinite(block)
             self.nonfinite_samples += int(block.size - finite.sum())
-            block = np.where(finite, block, np.float32(0.0))
-        # A huge finite sample would stay in the DC blocker's state for seconds: clip first
-        # (the limiter puts anything this loud at the ceiling anyway).
-        out = np.clip(block, -16 * self.ceiling, 16 * self.ceiling)  # a new array
-        if self.dc_cutoff_hz > 0 and out.shape[-1] > 0:  # lfilter forgets its state on 0
-            out, self._state = lfilter(self._b, self._a, out, axis=-1, zi=self._state)
+            block = np.clip(np.where(finite, block, np.float32(0.0)), -limit, limit)
+        if self.dc_cutoff_hz > 0 and block.shape[-1] > 0:  # lfilter forgets its state on 0
+            out, self._state = lfilter(self._b, self._a, block, axis=-1, zi=self._state)
             out = out.astype(np.float32, copy=False)
-        magnitude = np.abs(out)
-        if magnitude.max(initial=0.0) > self.knee:  # the limiter's work only when it bites
+        else:
+            out = block.copy()
+        if out.size and max(out.max(), -out.min()) > self.knee:  # only when the limiter bites
+            magnitude = np.abs(out)
             over = magnitude > self.knee
             self.limited_samples += int(over.sum())
             room = self.ceiling - self.knee

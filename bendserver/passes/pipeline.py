@@ -14,9 +14,8 @@ from .cleanup import dead_code, drop_detach, fold_constants
 from .convolution import dilated_conv_as_matmul
 from .streaming import preallocated_cache
 
-#: ``none``: the bended graph as traced; ``passes``: the pass pipeline (default); ``compile``:
-#: the pipeline, then ``torch.compile`` where it measures faster (see the engine).
-OPTIMIZE_MODES = ("none", "passes", "compile")
+#: ``none``: the bended graph as traced; ``passes``: the pass pipeline (the default).
+OPTIMIZE_MODES = ("none", "passes")
 
 
 @dataclass(frozen=True)
@@ -52,8 +51,9 @@ def run_passes(gm: torch.fx.GraphModule, passes: Sequence[GraphPass] = PASSES) -
 
 
 def optimize(gm: torch.fx.GraphModule, mode: str = "passes") -> torch.fx.GraphModule:
-    """``gm`` optimised in place for ``mode`` (``none`` or ``passes``; the engine adds
-    ``compile`` on top of ``passes``). Run off the audio thread, after each (re)build."""
+    """``gm`` optimised in place for ``mode`` (``none`` or ``passes``). Run off the audio
+    thread, after each (re)build. The result runs under ``torch.inference_mode`` only (as the
+    engine runs it): preallocated outputs and dropped detaches assume no autograd."""
     if mode not in OPTIMIZE_MODES:
         raise BendingError(f"optimize is one of {', '.join(OPTIMIZE_MODES)}, not {mode!r}")
     if mode != "none":

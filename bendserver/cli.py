@@ -122,8 +122,10 @@ def _info(args: argparse.Namespace) -> int:
     model.bended.print_weights()
     if model.bended.scripted:
         print(
-            "\n(a TorchScript file: its weights bend here; its activations need the Python model)"
+            "\nlayer outputs (a TorchScript file: per-channel Mask, Scale, Bias, Affine, Invert "
+            "fold into these layers' weights; other activation ops need the Python model)"
         )
+        model.bended.print_activations()
         return 0
     for name, spec in model.methods.items():
         argument = model.bended.argument_names(name)[0]

@@ -11,13 +11,12 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.export import export_model
 from bendserver.presets import Preset
-
-from test_torchscript import nn_tilde_file
 
 CHANGES = {3: [("noise", "std", 0.5), ("mask", "prob", 0.2), ("lfo", "depth", 0.1)]}
 

@@ -46,8 +46,8 @@ def export_model(
     block = int(loaded.block if block is None else block)
     bended = loaded.bended
     _check_block(loaded, block)
-    for param in loaded.module.parameters():
-        param.requires_grad_(False)
+    for slot in bended.weight_bank.slots.values():  # the tensors the file runs with
+        slot.requires_grad_(False)
     if not bended.scripted:
         _trace_methods(loaded, block)
     ops = _bend(loaded, preset)

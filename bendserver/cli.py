@@ -1,4 +1,4 @@
-"""The ``bendserver`` command: serve, render, info, bench, stress."""
+"""The ``bendserver`` command: serve, render, info, bench, export, stress."""
 
 from __future__ import annotations
 
@@ -127,8 +127,10 @@ def _info(args: argparse.Namespace) -> int:
     model.bended.print_weights()
     if model.bended.scripted:
         print(
-            "\n(a TorchScript file: its weights bend here; its activations need the Python model)"
+            "\nlayer outputs (a TorchScript file: per-channel Mask, Scale, Bias, Affine, Invert "
+            "fold into these layers' weights; other activation ops need the Python model)"
         )
+        model.bended.print_activations()
         return 0
     for name, spec in model.methods.items():
         argument = model.bended.argument_names(name)[0]
@@ -153,6 +155,17 @@ def _bench(args: argparse.Namespace) -> int:
         print(json.dumps({"blocks": results, "weight_apply": apply}, indent=2))
     else:
         print(format_results(results, apply))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import export_model
+
+    output = Path(args.output)
+    if output.exists() and not args.force:
+        raise BendingError(f"{output} exists: give --force to replace it")
+    attributes = export_model(args.model, output, args.preset, args.block, args.models_dir)
+    print(f"wrote {output} (nn~ attributes: {', '.join(attributes) or 'none'})")
     return 0
 
 
@@ -309,6 +322,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.set_defaults(run=_bench)
+
+    export = commands.add_parser(
+        "export",
+        parents=[models],
+        help="write a bended model as an nn~ TorchScript file (its ops' parameters as attributes)",
+    )
+    export.add_argument("model", help="model name, folder, file.py:Class or .ts file")
+    export.add_argument(
+        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
+    )
+    export.add_argument("-o", "--output", required=True, help="the .ts file to write")
+    export.add_argument(
+        "--block",
+        type=_positive,
+        help="block size a Python model is exported for (default: the model's)",
+    )
+    export.add_argument("--force", action="store_true", help="replace an existing file")
+    export.set_defaults(run=_export)
 
     stress = commands.add_parser(
         "stress",

@@ -24,6 +24,7 @@ from torch import nn
 
 from .bending.base import BendingOp, BoundOp
 from .bending.config import BendingConfig
+from .bending.fold import FoldLayer, fold_layers, fold_states, folding_ops
 from .bending.graph import activation_nodes, graph_module, insert_ops
 from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
 from .errors import BendingError
@@ -40,6 +41,16 @@ class _Bend:
     keys: tuple[str, ...]
     weights: tuple[str, ...]
     activations: bool
+
+
+@dataclass
+class Targets:
+    """What keys make an op bend: weights (as weight ops), whether activations of traced
+    graphs, and the per-tensor states of the layers' outputs it folds into (TorchScript)."""
+
+    weights: list[str]
+    activations: bool
+    folds: dict[str, Any]
 
 
 @dataclass
@@ -70,6 +81,8 @@ class BendedModule:
         #: place (whoever loaded it owns it), weights only.
         self.scripted = isinstance(module, torch.jit.ScriptModule)
         self._shadow = module if self.scripted else shadow_copy(module)
+        #: A TorchScript module's layers whose output channels per-channel ops fold into.
+        self.fold_layers: dict[str, FoldLayer] = fold_layers(module) if self.scripted else {}
         self._weights = WeightBank(module, self._shadow)
         self._leaf_modules = tuple(leaf_modules)
         self._traced_modules = tuple(traced_modules)
@@ -192,6 +205,10 @@ class BendedModule:
         return self.compiled(fn).graph
 
     def activation_names(self, fn: str | None = None) -> list[str]:
+        """The activations of ``fn`` (of a TorchScript module: its layers' outputs that
+        per-channel ops fold into, whatever ``fn``)."""
+        if self.scripted:
+            return list(self.fold_layers)
         return [node.name for node in activation_nodes(self._graph(fn))]
 
     def activation_shape(self, name: str, fn: str | None = None) -> torch.Size:
@@ -205,6 +222,9 @@ class BendedModule:
 
     def print_activations(self, fn: str | None = None, out: str | None = None) -> str:
         """Print a table of ``fn``'s activations (name, node kind, shape). Returns the table."""
+        if self.scripted:
+            rows = [(f.name, f.kind, f.channels) for f in self.fold_layers.values()]
+            return _emit(tabulate(rows, headers=("name", "layer", "channels")), out)
         rows = [(n.name, n.op, n.meta["shape"]) for n in activation_nodes(self._graph(fn))]
         return _emit(tabulate(rows, headers=("name", "node", "shape")), out)
 
@@ -241,23 +261,30 @@ class BendedModule:
         other than ``forward`` are named ``fn:name``; a key ``fn:regex`` looks only there."""
         fn, pattern = self._split_key(key)
         names = [] if fn else [w for w in self.weight_names if pattern.fullmatch(w)]
+        if self.scripted:
+            names += [a for a in self.fold_layers if pattern.fullmatch(a)]
         for traced in [fn] if fn else list(self._graphs):
             prefix = "" if traced == "forward" else f"{traced}:"
             names += [prefix + a for a in self._matching_activations(pattern, traced)]
         if not names:
-            everything = self.weight_names + [
-                a if f == "forward" else f"{f}:{a}"
-                for f in self._graphs
-                for a in self.activation_names(f)
-            ]
+            everything = (
+                self.weight_names
+                + list(self.fold_layers)
+                + [
+                    a if f == "forward" else f"{f}:{a}"
+                    for f in self._graphs
+                    for a in self.activation_names(f)
+                ]
+            )
             close = difflib.get_close_matches(key, everything, n=5, cutoff=0.4)
             hint = f"; closest names: {close}" if close else ""
             traced = (
                 f" (traced methods: {sorted(self._graphs)})"
                 if self._graphs
                 else (
-                    " (a TorchScript module: only its weights bend here; activation ops need "
-                    "the Python model)"
+                    " (a TorchScript module: its weights bend, and its layers' outputs with "
+                    f"{', '.join(folding_ops())} per channel; other activation ops need the "
+                    "Python model)"
                     if self.scripted
                     else " (no method is traced yet: trace() to bend activations)"
                 )
@@ -293,29 +320,39 @@ class BendedModule:
             return
         if not isinstance(op, BendingOp):
             raise BendingError(f"bend() takes a bending op or a BendingConfig, got {op!r}")
-        weights, activations = self.targets(op, *keys)
-        for name in weights:
+        targets = self.targets(op, *keys)
+        for name in targets.weights:
             self._weights.add_op(name, op)
-        self._bends.append(_Bend(op, tuple(keys), tuple(weights), activations))
-        if activations:
+        for name, state in targets.folds.items():
+            self._weights.add_op(name, op, state)
+        self._bends.append(_Bend(op, tuple(keys), tuple(targets.weights), targets.activations))
+        if targets.activations:
             self._runners.clear()
 
-    def targets(self, op: BendingOp, *keys: str) -> tuple[list[str], bool]:
-        """The weights ``keys`` make ``op`` bend, and whether they also match activations;
-        raises a BendingError when a key matches nothing or the op cannot bend what it matches."""
+    def targets(self, op: BendingOp, *keys: str) -> Targets:
+        """What ``keys`` make ``op`` bend; raises a BendingError when a key matches nothing or
+        the op cannot bend what it matches."""
         if not keys:
             raise BendingError("bend(op, *keys) needs at least one key (a regular expression)")
         weights: list[str] = []
+        layers: list[str] = []
         activations = False
         for key in keys:
             names = self.resolve(key)
             weights += [n for n in names if n in self._weights.slots and n not in weights]
-            activations = activations or any(n not in self._weights.slots for n in names)
-        if activations and not op.bends_activations:
+            layers += [n for n in names if n in self.fold_layers and n not in layers]
+            activations = activations or any(
+                n not in self._weights.slots and n not in self.fold_layers for n in names
+            )
+        if (activations or layers) and not op.bends_activations:
             raise BendingError(f"{op!r} bends weights only; keys {keys} match activations")
         if weights and not op.bends_weights:
             raise BendingError(f"{op!r} bends activations only, not weights like '{weights[0]}'")
-        return weights, activations
+        folds: dict[str, Any] = {}
+        for name in layers:
+            layer = self.fold_layers[name]
+            folds.update(fold_states(op, layer, self._weights.slots[layer.weight]))
+        return Targets(weights, activations, folds)
 
     def unbend(self, op: BendingOp) -> None:
         """Remove ``op`` from every weight and activation it bends."""

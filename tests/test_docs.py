@@ -2,7 +2,7 @@
 
 Python blocks of one page run in order in one namespace (later blocks build on earlier ones). A
 line whose comment names an error (``bended(x)   # FlowGuardError: ...``) must raise that
-error. Shell blocks: each ``bendserver render|info|bench|serve`` line runs (bench with few
+error. Shell blocks: each ``bendserver render|info|bench|serve|export`` line runs (bench with few
 calls, serve for a second on the null backend); ``bendserver stress`` takes minutes and has its
 own test (tests/test_serve_jack.py). A block preceded by ``<!-- not run: reason -->`` is
 skipped, with its reason in the page.
@@ -64,12 +64,19 @@ def test_python_examples_run(page, tmp_path, monkeypatch):
 
 
 def commands(page: Path) -> list[list[str]]:
-    """The ``bendserver render|info|bench|serve`` command lines of the page's shell blocks."""
+    """The ``bendserver render|info|bench|serve|export`` command lines of the page's shell
+    blocks."""
     found = []
     for block in blocks(page, "sh"):
         for line in block.splitlines():
             words = shlex.split(line, comments=True)
-            if words[:1] == ["bendserver"] and words[1] in ("render", "info", "bench", "serve"):
+            if words[:1] == ["bendserver"] and words[1] in (
+                "render",
+                "info",
+                "bench",
+                "serve",
+                "export",
+            ):
                 found.append(words)
     return found
 
@@ -109,7 +116,7 @@ def _without(args: list[str], option: str) -> list[str]:
 
 def _local(word: str, demo: Path, folder: Path) -> str:
     """A doc's file names made real: sound files are the shipped demo, outputs go to
-    ``folder``, and a score file is written there."""
+    ``folder``, and a score file is written there; ``.ts`` files are written and read there."""
     is_sound_file = Path(word).suffix in (".wav", ".flac") and not word.startswith(".")
     if is_sound_file and not (ROOT / word).exists():
         if "out" in word or "take" in word:
@@ -120,6 +127,8 @@ def _local(word: str, demo: Path, folder: Path) -> str:
             audio, rate = sf.read(str(demo), dtype="float32")
             sf.write(str(copy), audio, rate)
         return str(copy)
+    if word.endswith(".ts") and not (ROOT / word).exists():  # an export, then its use
+        return str(folder / Path(word).name)
     if word.endswith(".txt"):
         score = folder / Path(word).name
         score.write_text("0.5 /engine/gain 0.5\n", encoding="utf-8")

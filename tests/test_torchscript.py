@@ -56,8 +56,8 @@ class Voice(nn.Module):
         return self.b(torch.tanh(self.a(x))) * self.level
 
 
-def nn_tilde_file(folder, seed=0, name="voice.ts"):
-    """Script and save a Voice; returns the path."""
+def voice(seed=0):
+    """A Voice with its caches made (as buffers, zeroed): what nn_tilde_file scripts."""
     torch.manual_seed(seed)
     model = Voice().eval()
     with torch.no_grad():
@@ -65,8 +65,13 @@ def nn_tilde_file(folder, seed=0, name="voice.ts"):
         for buffer in model.buffers():
             if buffer.is_floating_point():
                 buffer.zero_()
+    return model
+
+
+def nn_tilde_file(folder, seed=0, name="voice.ts"):
+    """Script and save a Voice; returns the path."""
     path = folder / name
-    torch.jit.script(model).save(str(path))
+    torch.jit.script(voice(seed)).save(str(path))
     return path
 
 
@@ -166,3 +171,130 @@ def test_a_render_morphs_to_another_file_given_with_version(tmp_path, capsys):
                                atol=1e-6)  # fmt: skip
     missing = [*common, "-m", str(path), "--version", "missing.ts", "-o", str(tmp_path / "x.wav")]
     assert main(missing) == 2 and "--version: no file missing.ts" in capsys.readouterr().err
+
+
+FOLDING = [
+    ("a", lambda: tb.Mask(0.5, dim=1, seed=4), {"prob": 0.8}),
+    ("a", lambda: tb.Scale(-0.7), {"value": 1.5}),
+    ("a", lambda: tb.Bias(0.3), {"value": -0.2}),
+    ("b", lambda: tb.Affine(2.0, -0.1), {"scale": 0.5}),
+    ("a", lambda: tb.Invert(0.5, dim=1, seed=2), {"prob": 1.0}),
+    ("a", lambda: tb.Mask(0.5, dim=1, seed=1) >> tb.Affine(1.5, 0.2), {}),
+]
+
+
+@pytest.mark.parametrize(("layer", "make", "change"), FOLDING)
+def test_per_channel_activation_ops_fold_into_the_layer_weights_live(tmp_path, layer, make, change):
+    """An op on a layer's output of a .ts streams like eager PyTorch with the op on that output
+    (the Python model, a forward hook), before and after a live parameter change."""
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256, fuse=False)
+    op, reference_op = make(), make()
+    engine.add_op("fold", op, layer)
+    model = voice()
+    state = reference_op.init_state(layer, torch.Size([1, 8 if layer == "a" else 1, 256]),
+                                    torch.float32, "cpu")  # fmt: skip
+    getattr(model, layer).register_forward_hook(lambda m, i, out: reference_op.apply(out, state))
+    for index, block in enumerate(blocks()):
+        if index == 3:
+            for name, value in change.items():
+                engine.set_param("fold", name, value)
+                reference_op.set(name, value)
+        with torch.no_grad():
+            want = model(torch.from_numpy(block)[None])[0].numpy()
+        np.testing.assert_allclose(engine.process(block), want, atol=1e-5, err_msg=f"block {index}")
+    assert engine.bended.weight_bank.pending == {}, "applied through the engine's swaps"
+
+
+def test_folds_act_after_weight_ops_and_go_when_removed(tmp_path):
+    path = nn_tilde_file(tmp_path)
+    engine = tb.StreamEngine(path, block=256, fuse=False)
+    engine.add_op("fold", tb.Bias(0.5), "b")
+    engine.add_op("w", tb.Scale(0.0), r"b\.(weight|bias)")  # given after, acts before the fold
+    np.testing.assert_allclose(engine.process(blocks()[0]), 0.5, atol=1e-6)
+    engine.remove_op("fold")
+    engine.remove_op("w")
+    reference = tb.StreamEngine(path, block=256, fuse=False)
+    reference.process(blocks()[0])
+    np.testing.assert_allclose(engine.process(blocks()[1]), reference.process(blocks()[1]),
+                               atol=1e-6)  # fmt: skip
+
+
+def test_grouped_transposed_and_linear_layers_fold_exactly():
+    """BendedModule on a scripted module (no engine): folds into ConvTranspose1d with groups
+    (weight [in, out / groups, k]) and Linear (channels last) equal eager hooks."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose1d(4, 6, 4, stride=2, groups=2)
+            self.lin = nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.lin(torch.tanh(self.up(x)).transpose(1, 2))
+
+    torch.manual_seed(0)
+    model = Net().eval()
+    bended = tb.BendedModule(torch.jit.script(copy.deepcopy(model)))
+    assert {n: (f.kind, f.channels) for n, f in bended.fold_layers.items()} == {
+        "up": ("ConvTranspose1d", 6),
+        "lin": ("Linear", 3),
+    }
+    x = torch.randn(1, 4, 10)
+    with torch.no_grad():
+        plain = model(x)
+    for layer, op in [("up", tb.Mask(0.5, dim=1, seed=3)), ("lin", tb.Invert(0.5, dim=-1))]:
+        bended.reset()
+        bended.bend(op, layer)
+        hook = getattr(model, layer).register_forward_hook(
+            lambda m, i, out, op=op, layer=layer: op.apply(
+                out, op.init_state(layer, out.shape, out.dtype, out.device)
+            )
+        )
+        with torch.no_grad():
+            torch.testing.assert_close(bended(x), model(x), atol=1e-6, rtol=0)
+            assert not torch.allclose(bended(x), plain), "the op changes the output"
+        hook.remove()
+
+
+def test_an_op_that_does_not_fold_is_refused_naming_those_that_do(tmp_path):
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+    with pytest.raises(
+        tb.BendingError,
+        match=r"cannot bend 'a' of a TorchScript file.*Affine, "
+        r"Bias, Invert, Mask.*Python model to bend activations with any op",
+    ):
+        engine.add_op("lfo", tb.Oscillate(), "a")  # fmt: skip
+    assert engine.state.ops == ()
+
+
+def test_a_field_op_without_a_channel_dim_is_refused(tmp_path):
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+    with pytest.raises(tb.BendingError, match="must act per channel: give it dim=1"):
+        engine.add_op("mask", tb.Mask(0.5), "a")
+
+
+def test_an_offset_on_a_layer_without_bias_is_refused():
+    class NoBias(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(1, 2, 1, bias=False)
+            self.register_buffer("forward_params", torch.tensor([1, 1, 2, 1]))
+
+        def forward(self, x):
+            return self.conv(x)
+
+    bended = tb.BendedModule(torch.jit.script(NoBias()))
+    with pytest.raises(tb.BendingError, match="adds an offset to 'conv', a layer without a bias"):
+        bended.bend(tb.Bias(0.1), "conv")
+    bended.bend(tb.Scale(0.0), "conv")  # no offset: folds
+    assert torch.count_nonzero(bended(torch.ones(1, 1, 4))) == 0
+
+
+def test_a_key_that_is_no_layer_output_is_refused_naming_the_folding_ops(tmp_path):
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+    with pytest.raises(
+        tb.BendingError,
+        match=r"layers' outputs with Affine, Bias, Invert, Mask.*"
+        "other activation ops need the Python model",
+    ):
+        engine.add_op("m", tb.Mask(0.5, dim=1), "tanh")  # fmt: skip

@@ -152,6 +152,12 @@ class BendingOp(nn.Module):
     def apply(self, x: torch.Tensor, state: State) -> torch.Tensor:
         raise NotImplementedError
 
+    def affine(self, state: State) -> tuple[Any, Any] | None:
+        """This op as ``x * scale + offset`` (tensors broadcasting to the target, or numbers),
+        or None when it is not one. Such an op on a layer's output can be folded into the
+        layer's weight and bias (TorchScript files)."""
+        return None
+
     # -- composition and description ---------------------------------------------------------
 
     def __rshift__(self, other: BendingOp) -> Chain:
@@ -196,6 +202,16 @@ class Chain(BendingOp):
         for i, op in enumerate(self.ops):
             x = op.apply(x, state[str(i)])
         return x
+
+    def affine(self, state: State) -> tuple[Any, Any] | None:
+        scale, offset = 1.0, 0.0
+        for i, op in enumerate(self.ops):
+            step = op.affine(state[str(i)])
+            if step is None:
+                return None
+            no_offset = isinstance(offset, float) and offset == 0.0
+            scale, offset = scale * step[0], step[1] if no_offset else offset * step[0] + step[1]
+        return scale, offset
 
     def spec(self) -> dict[str, Any]:
         return {"op": "Chain", "ops": [op.spec() for op in self.ops]}

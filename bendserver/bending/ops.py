@@ -69,6 +69,13 @@ class Mask(_FieldOp):
     def apply(self, x, state):
         return x * (state["field"] < self._prob)  # a bool factor: one op fewer than a cast
 
+    def affine(self, state):
+        return self.kept(state), 0.0
+
+    def kept(self, state: State) -> torch.Tensor:
+        """1 on the kept units, 0 elsewhere."""
+        return (state["field"] < self._prob).to(state["field"].dtype)
+
 
 class OrderedMask(Mask):
     """Keep exactly ``round(prob * n)`` units, chosen in a seeded random order."""
@@ -166,6 +173,9 @@ class Scale(BendingOp):
     def apply(self, x, state):
         return x * self._value
 
+    def affine(self, state):
+        return self._value, 0.0
+
 
 class Bias(BendingOp):
     """Add ``value``."""
@@ -177,6 +187,9 @@ class Bias(BendingOp):
 
     def apply(self, x, state):
         return x + self._value
+
+    def affine(self, state):
+        return 1.0, self._value
 
 
 class Affine(BendingOp):
@@ -190,6 +203,9 @@ class Affine(BendingOp):
 
     def apply(self, x, state):
         return x * self._scale + self._bias
+
+    def affine(self, state):
+        return self._scale, self._bias
 
 
 class Threshold(BendingOp):
@@ -260,8 +276,14 @@ class Invert(_FieldOp):
         return torch.rand(shape, generator=generator)
 
     def apply(self, x, state):
-        flip = (state["field"] < self._prob).to(x.dtype)
-        return x * (1.0 - 2.0 * flip)
+        return x * self.signs(state).to(x.dtype)
+
+    def affine(self, state):
+        return self.signs(state), 0.0
+
+    def signs(self, state: State) -> torch.Tensor:
+        """-1 on the inverted units, 1 elsewhere."""
+        return 1.0 - 2.0 * (state["field"] < self._prob).to(state["field"].dtype)
 
 
 class Oscillate(BendingOp):

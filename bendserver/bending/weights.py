@@ -16,6 +16,7 @@ from torch import nn
 
 from ..errors import BendingError
 from .base import BendingOp, State
+from .fold import bend_tensor, folds_last
 
 DEFAULT_VERSION = "_default"
 
@@ -140,11 +141,14 @@ class WeightBank:
 
     # -- weight ops --------------------------------------------------------------------------
 
-    def add_op(self, name: str, op: BendingOp) -> None:
-        if not op.bends_weights:
-            raise BendingError(f"{op!r} bends activations only, not weights like '{name}'")
+    def add_op(self, name: str, op: BendingOp, state: State | None = None) -> None:
+        """Bend weight ``name`` with ``op``; ``state``: a fold's (see :mod:`.fold`) instead of
+        the op's own state for this weight."""
         slot = self.slots[name]
-        state = op.init_state(name, slot.shape, slot.dtype, slot.device)
+        if state is None:
+            if not op.bends_weights:
+                raise BendingError(f"{op!r} bends activations only, not weights like '{name}'")
+            state = op.init_state(name, slot.shape, slot.dtype, slot.device)
         self.ops.setdefault(name, []).append((op, state))
         self._revisions[id(op)] = op.revision
         self.refresh([name])
@@ -215,11 +219,12 @@ class WeightBank:
         ops: Iterable[tuple[BendingOp, State]],
     ) -> torch.Tensor:
         """Weight ``name`` of ``version`` (or of a normalised ``mix``) through a chain of
-        ``(op, per-weight state)``: the pure form, for an engine that keeps its own state."""
+        ``(op, per-weight state)``: the pure form, for an engine that keeps its own state. Folded
+        activation ops act after the weight ops."""
         with torch.no_grad():
             weight = self._mixed(name, version, mix).detach()
-            for op, state in ops:
-                weight = op.apply(weight, state)
+            for op, state in folds_last(ops):
+                weight = bend_tensor(op, state, weight)
             return weight
 
     def prepare(self, names: Iterable[str] | None = None, **overrides) -> dict[str, torch.Tensor]:

@@ -39,6 +39,16 @@ class LiveOp:
     keys: tuple[str, ...]
     weights: dict[str, State]  #: per-weight state (random fields...), shared by op and twin
     activations: bool
+    #: per-tensor states of the layer outputs the op folds into (TorchScript files)
+    folds: dict[str, State] = field(default_factory=dict)
+
+    def bends(self, name: str) -> bool:
+        """Whether this op changes weight ``name`` (directly or as a fold)."""
+        return name in self.weights or name in self.folds
+
+    def states(self, name: str) -> list[State]:
+        """Its states for weight ``name``: as a weight op, then as a fold."""
+        return [s[name] for s in (self.weights, self.folds) if name in s]
 
 
 @dataclass(frozen=True)
@@ -119,13 +129,15 @@ class Bends:
             )
         if op.on_set is not None or any(live.op is op for live in self.live.values()):
             raise BendingError(f"{op!r} is already played by an engine: create another op")
-        weights, activations = self.bended.targets(op, *keys)
+        targets = self.bended.targets(op, *keys)
         slots = self.bank.slots
         states = {
-            n: op.init_state(n, slots[n].shape, slots[n].dtype, slots[n].device) for n in weights
+            n: op.init_state(n, slots[n].shape, slots[n].dtype, slots[n].device)
+            for n in targets.weights
         }
         uid = next(self._uids)
-        self.live[uid] = LiveOp(op, copy.deepcopy(op), tuple(keys), states, activations)
+        twin = copy.deepcopy(op)
+        self.live[uid] = LiveOp(op, twin, tuple(keys), states, targets.activations, targets.folds)
         op.on_set = _router(self._route, uid)
         return OpState(op_id, uid, tuple(keys), tuple(op.values().items()), op.enabled)
 
@@ -207,7 +219,7 @@ class Bends:
 
     def signature(self, state: BendingState, name: str) -> Signature:
         ops = tuple(
-            (op.uid, op.params, op.enabled) for op in state.ops if name in self.live[op.uid].weights
+            (op.uid, op.params, op.enabled) for op in state.ops if self.live[op.uid].bends(name)
         )
         return (state.version, state.interp, ops)
 
@@ -219,6 +231,7 @@ class Bends:
         names: dict[str, None] = {}
         for op in changed:
             names.update(dict.fromkeys(self.live[op.uid].weights))
+            names.update(dict.fromkeys(self.live[op.uid].folds))
         return list(names)
 
     # -- payloads ----------------------------------------------------------------------------
@@ -241,9 +254,10 @@ class Bends:
     def weight(self, state: BendingState, name: str) -> torch.Tensor:
         """Weight ``name`` as ``state`` bends it."""
         chain = [
-            (self.twin(op), self.live[op.uid].weights[name])
+            (self.twin(op), weight_state)
             for op in state.ops
-            if op.enabled and name in self.live[op.uid].weights
+            if op.enabled
+            for weight_state in self.live[op.uid].states(name)
         ]
         return self.bank.bended(name, state.version, state.interpolation, chain)
 

@@ -1,0 +1,245 @@
+"""Export a bended model as an nn~ TorchScript file whose attributes move the bending.
+
+The file follows nn~'s conventions: ``get_methods()``, a ``<method>_params`` buffer
+``[in_channels, in_ratio, out_channels, out_ratio]`` per method, ``sr``, and ``get_attributes()``
+with ``set_<a>``/``get_<a>`` (``<a>_params`` holds the type id, 2: float). Each live parameter of
+the preset's ops is an attribute ``<op>_<param>``. A Python model's methods are the bended graphs
+the engine plays (activation ops included), traced with ``torch.jit`` for one block size; a
+TorchScript file is wrapped as it is. Weight ops and the ops folded into a TorchScript file's
+weights are recomputed inside the file when one of their attributes is set. Nothing of
+bendserver is needed to load it: ``torch.jit.load`` is enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .bending.base import BendingOp, BoundOp
+from .bending.config import BendingConfig
+from .bending.fold import bend_tensor, folds_last
+from .errors import BendingError
+from .loader import LoadedModel, load_model
+from .module import BendedModule
+from .presets import Preset, load_preset, preset_for
+from .tracing import restoring_buffers
+
+#: nn~'s type id of a float attribute.
+FLOAT_ATTRIBUTE = 2
+
+
+def export_model(
+    model: str | Path | LoadedModel,
+    output: str | Path,
+    preset: str | Path | Preset | None = None,
+    block: int | None = None,
+    search: Iterable[str | Path] = (),
+) -> list[str]:
+    """Write ``model`` bended by ``preset`` (ops, version or interpolation; not the host's gain,
+    mix nor fuse) to ``output`` as an nn~ file, for blocks of ``block`` samples (default: the
+    model's) where it is a Python model. Returns the file's attributes."""
+    loaded = load_model(model, search=search)
+    block = int(loaded.block if block is None else block)
+    bended = loaded.bended
+    _check_block(loaded, block)
+    for slot in bended.weight_bank.slots.values():  # the tensors the file runs with
+        slot.requires_grad_(False)
+    if not bended.scripted:
+        _trace_methods(loaded, block)
+    ops = _bend(loaded, preset)
+    methods, bound = (loaded.module, []) if bended.scripted else _traced_methods(loaded, block)
+    weights = _WeightRefresh(bended)
+    traced_weights = torch.jit.trace(weights, torch.zeros(()), check_trace=False)
+    wrapper = torch.jit.script(_NnTilde(loaded, methods, traced_weights, ops))
+    wrapper.define(_source(loaded, block, ops, _op_paths(ops, weights, bound)))
+    path = Path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.jit.save(wrapper, str(path))
+    return list(wrapper.get_attributes())
+
+
+def _check_block(loaded: LoadedModel, block: int) -> None:
+    for name, spec in loaded.methods.items():
+        for ratio in (spec.in_ratio, spec.out_ratio):
+            if block <= 0 or block % ratio or block % loaded.block_multiple:
+                raise BendingError(
+                    f"model '{loaded.name}' ({name}) cannot stream blocks of {block}: give "
+                    f"--block a multiple of {loaded.block_multiple} and of its ratios"
+                )
+
+
+def _trace_methods(loaded: LoadedModel, block: int) -> None:
+    """Trace every method at the block shape (what the engine does for one)."""
+    for name, spec in loaded.methods.items():
+        argument = loaded.bended.argument_names(name)[0]
+        example = torch.zeros(1, spec.in_channels, block // spec.in_ratio)
+        loaded.bended.trace(name, **{argument: example})
+
+
+def _bend(loaded: LoadedModel, preset: str | Path | Preset | None) -> dict[str, BendingOp]:
+    """Apply the preset's ops (the enabled ones) and weights; returns the ops by id."""
+    if preset is None or isinstance(preset, str):
+        preset = preset_for(loaded, preset)
+    if preset is None:
+        return {}
+    preset = preset if isinstance(preset, Preset) else load_preset(preset)
+    if preset.model is not None and preset.model != loaded.name:
+        raise BendingError(
+            f"preset '{preset.name}' is for model '{preset.model}', this is '{loaded.name}'"
+        )
+    bended = loaded.bended
+    if preset.interpolation:
+        bended.set_interpolation(preset.interpolation)
+    elif preset.version:
+        bended.version = preset.version
+    config = BendingConfig.from_dict(preset.config)
+    ops = {}
+    for op_id, op in config.ops.items():
+        if op_id in preset.disabled:
+            continue
+        keys = [k for o, ks in config.entries if o is op for k in ks]
+        bended.bend(op, *keys)
+        ops[op_id] = op
+    return ops
+
+
+class _Methods(nn.Module):
+    """The bended graphs of a Python model's methods, one submodule each, traced together."""
+
+    def __init__(self, graphs: dict[str, nn.Module]) -> None:
+        super().__init__()
+        self.graphs = nn.ModuleDict({f"{name}_graph": graph for name, graph in graphs.items()})
+        for module in self.modules():
+            if isinstance(module, BoundOp):
+                _register_state(module, module.state)
+
+
+def _register_state(module: nn.Module, state: Any, prefix: str = "state") -> None:
+    """Make an op's per-target tensors (fields, LFO phases) buffers of its bound module, so
+    that the traced file reads and updates them as its own state."""
+    if isinstance(state, torch.Tensor):
+        module.register_buffer(prefix, state)
+    elif isinstance(state, dict):
+        for key, value in state.items():
+            _register_state(module, value, f"{prefix}_{key}")
+
+
+def _traced_methods(
+    loaded: LoadedModel, block: int
+) -> tuple[torch.jit.ScriptModule, list[tuple[str, BendingOp]]]:
+    """The model's bended methods traced for ``block``, its streaming state as it was, and the
+    activation ops in them (path of the bound module in the file, op)."""
+    graphs = {name: loaded.bended.compiled(name) for name in loaded.methods}
+    methods = _Methods(graphs)
+    examples = {}
+    for name, spec in loaded.methods.items():
+        examples[name] = torch.zeros(1, spec.in_channels, block // spec.in_ratio)
+        setattr(methods, name, graphs[name].forward)  # what trace_module calls for ``name``
+    with torch.no_grad(), restoring_buffers(methods):
+        traced = torch.jit.trace_module(methods, examples, check_trace=False)
+    bound = [(f"model.{p}", m.op) for p, m in methods.named_modules() if isinstance(m, BoundOp)]
+    return traced, bound
+
+
+class _WeightRefresh(nn.Module):
+    """Recomputes the bended weights in place from their sources and the ops' parameters
+    (traced; the file calls it when an attribute of a weight op or a fold is set)."""
+
+    def __init__(self, bended: BendedModule) -> None:
+        super().__init__()
+        bank = bended.weight_bank
+        self.names = [name for name, chain in bank.ops.items() if chain]
+        self.chains = {name: folds_last(bank.ops[name]) for name in self.names}
+        ops = {id(op): op for chain in self.chains.values() for op, _ in chain}
+        self.ops = nn.ModuleDict({f"op_{i}": op for i, op in enumerate(ops.values())})
+        for index, name in enumerate(self.names):
+            self.register_buffer(f"source_{index}", bank.source(name).detach().clone())
+            self.register_buffer(f"target_{index}", bank.slots[name].data)
+
+    def op_path(self, op: BendingOp) -> str | None:
+        """Where ``op`` is in the file (None: it bends no weight)."""
+        return next((f"weights.ops.{k}" for k, o in self.ops.items() if o is op), None)
+
+    def forward(self, tick: torch.Tensor) -> torch.Tensor:
+        for index, name in enumerate(self.names):
+            weight = getattr(self, f"source_{index}")
+            for op, state in self.chains[name]:
+                weight = bend_tensor(op, state, weight)
+            getattr(self, f"target_{index}").copy_(weight)
+        return tick
+
+
+class _NnTilde(nn.Module):
+    """The exported file's root: the methods, the weight refresh, nn~'s buffers and ``sr``."""
+
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        methods: nn.Module,
+        weights: nn.Module,
+        ops: dict[str, BendingOp],
+    ) -> None:
+        super().__init__()
+        self.model = methods
+        self.weights = weights
+        self.sr = int(loaded.sample_rate)
+        for name, spec in loaded.methods.items():
+            params = [spec.in_channels, spec.in_ratio, spec.out_channels, spec.out_ratio]
+            self.register_buffer(f"{name}_params", torch.tensor(params))
+        for attribute in _attributes(ops):
+            self.register_buffer(f"{attribute}_params", torch.tensor([FLOAT_ATTRIBUTE]))
+        self.register_buffer("tick", torch.zeros(()))
+
+
+def _attributes(ops: dict[str, BendingOp]) -> list[str]:
+    return [f"{op_id}_{param}" for op_id, op in ops.items() for param in op.params]
+
+
+def _source(
+    loaded: LoadedModel,
+    block: int,
+    ops: dict[str, BendingOp],
+    paths: dict[str, tuple[bool, list[str]]],
+) -> str:
+    """TorchScript source of the file's methods, getters and setters."""
+    lines = []
+    for name, spec in loaded.methods.items():
+        frames = block // spec.in_ratio
+        lines += [f"def {name}(self, x: Tensor) -> Tensor:"]
+        if not loaded.bended.scripted:
+            lines += [
+                f"    assert x.size(-1) == {frames}, "
+                f'"this file was exported for blocks of {block} samples: set that buffer size"'
+            ]
+        lines += [f"    return self.model.{name}(x)"]
+    lines += ["def get_methods(self) -> List[str]:", f"    return {list(loaded.methods)!r}"]
+    lines += ["def get_attributes(self) -> List[str]:", f"    return {_attributes(ops)!r}"]
+    for op_id, op in ops.items():
+        refresh, places = paths[op_id]
+        for param in op.params:
+            where = [f"self.{path}._{param}" for path in places]
+            lines += [f"def set_{op_id}_{param}(self, value: float) -> int:"]
+            lines += [f"    {tensor}.fill_(value)" for tensor in where]
+            if refresh:
+                lines += ["    self.weights(self.tick)"]
+            lines += ["    return 0"]
+            lines += [f"def get_{op_id}_{param}(self) -> float:", f"    return float({where[0]})"]
+    return "\n".join(lines) + "\n"
+
+
+def _op_paths(
+    ops: dict[str, BendingOp], weights: _WeightRefresh, bound: Sequence[tuple[str, BendingOp]]
+) -> dict[str, tuple[bool, list[str]]]:
+    """Per op: whether setting it recomputes weights, and where its parameter tensors live in
+    the file (the weight refresh, the graphs' bound ops)."""
+    paths = {}
+    for op_id, op in ops.items():
+        in_weights = weights.op_path(op)
+        places = [] if in_weights is None else [in_weights]
+        places += [f"{path}.op" for path, bound_op in bound if bound_op is op]
+        paths[op_id] = (in_weights is not None, places)
+    return paths

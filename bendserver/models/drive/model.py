@@ -36,6 +36,8 @@ class CachedConv1d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Convolve one block ``x`` [1, in, T] -> [1, out, T], continuing from the last call."""
+        if self.cache.shape[0] != x.shape[0]:  # one cache row per stream (batch item)
+            self.cache = self.cache.new_zeros(x.shape[0], *self.cache.shape[1:])
         padded = torch.cat([self.cache, x], dim=-1)
         self.cache.copy_(padded[..., -self.context :].detach())
         return self.conv(padded)

@@ -57,6 +57,8 @@ class CachedConv1d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Convolve one block [1, in, n * stride] -> [1, out, n], continuing the last call."""
+        if self.cache.shape[0] != x.shape[0]:  # one cache row per stream (batch item)
+            self.cache = self.cache.new_zeros(x.shape[0], *self.cache.shape[1:])
         padded = torch.cat([self.cache, x], dim=-1)
         self.cache.copy_(padded[..., -self.context :].detach())
         return self.conv(padded)

@@ -93,12 +93,13 @@ def streams_for(channels: int, model_channels: int) -> int:
 
 
 def output_subtype(path: Path, source: Any = None) -> str:
-    """The subtype to write ``path`` with: the source's where the format allows it, else the
-    format's default (:data:`FORMATS`)."""
+    """The subtype to write ``path`` with: the source's when it is written in the source's own
+    format (a 24-bit WAV stays 24-bit), else the format's default (:data:`FORMATS`: another
+    format gets float WAV or 24-bit FLAC, never fewer bits than processing needs)."""
     default = FORMATS.get(path.suffix.lower())
     if default is None:
         raise BendingError(f"output format from the extension: one of {sorted(FORMATS)}")
     kind = path.suffix.lower().lstrip(".").upper()
-    if source is not None and sf.check_format(kind, source.subtype):
+    if source is not None and source.format == kind and sf.check_format(kind, source.subtype):
         return source.subtype
     return default

@@ -237,6 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         help="device outputs to open (default: all of them for a mono model, which plays on each)",
     )
+    serve.add_argument(
+        "--channels",
+        type=_positive,
+        help="channels played, one stream of the model each (default: the --input file's; "
+        "one for silence or a device)",
+    )
     serve.add_argument("--record", help="write the output to this sound file")
     serve.add_argument("--force", action="store_true", help="overwrite the --record file")
     serve.add_argument(

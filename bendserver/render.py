@@ -137,9 +137,8 @@ def render_file(
             "resampling or convert the file first"
         )
     played = resample_audio(audio, rate, engine.sample_rate)
-    latency = engine.latency
-    if not keep_latency:  # the model's delayed output of the file's end comes after it
-        played = np.pad(played, ((0, 0), (0, latency)))
+    latency = engine.latency  # the model's output of the file's end comes that much after it
+    played = np.pad(played, ((0, 0), (0, latency)))
     if score:
         _schedule_in(engine, score, frames / rate, source)
     out_rate = int(sample_rate or rate)

@@ -35,7 +35,8 @@ class CachedConv1d(nn.Module):
     The ``cache`` holds the last ``dilation * (kernel_size - 1) + 1 - stride`` input frames.
     Each call prepends it to the block and convolves without padding; with stride ``s`` a
     block of ``n * s`` frames gives ``n`` output frames, output frame ``j`` ending exactly at
-    input frame ``j * s + s - 1``. The new tail of the input is stored in place.
+    input frame ``j * s + s - 1``. The new tail of the input is stored in place, one row per
+    stream of the batch (made again, as silence, when the batch changes).
     """
 
     def __init__(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.fx
 
 from ..bending.base import BendingOp, State
 from ..errors import BendingError
@@ -93,10 +94,12 @@ class Bends:
         bended: BendedModule,
         method: str,
         route: Callable[[int, str, float], None],
+        optimize: Callable[[torch.fx.GraphModule], Callable[..., Any]],
     ) -> None:
         """``route(uid, name, value)``: a bound method of the engine, called when a live op's
-        parameter is assigned from Python."""
+        parameter is assigned from Python; ``optimize``: what each built graph goes through."""
         self.bended = bended
+        self._optimize = optimize
         self.bank = bended.weight_bank
         self.method = method
         self.live: dict[int, LiveOp] = {}
@@ -245,10 +248,11 @@ class Bends:
         return self.bank.bended(name, state.version, state.interpolation, chain)
 
     def forward(self, structure: tuple[tuple[int, tuple[str, ...]], ...]) -> Callable[..., Any]:
-        """The bended graph's ``forward`` for an activation structure (built once)."""
+        """The bended graph's ``forward`` for an activation structure (built and optimised
+        once)."""
         if structure not in self._graphs:
             bends = [(self.live[uid].op, keys) for uid, keys in structure]
-            self._graphs[structure] = self.bended.build(self.method, bends).forward
+            self._graphs[structure] = self._optimize(self.bended.build(self.method, bends))
         return self._graphs[structure]
 
 

@@ -25,12 +25,14 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.fx
 
 from ..audiofile import fit_length, resample_audio
 from ..bending.base import BendingOp
 from ..bending.config import BendingConfig
 from ..errors import BendingError
 from ..loader import LoadedModel, load_model
+from ..passes import OPTIMIZE_MODES, optimize
 from ..presets import Preset, load_preset
 from ..tracing import restoring_buffers
 from .bends import Bends, Payload
@@ -64,8 +66,13 @@ class StreamEngine:
         fuse: bool = True,
         ceiling: float = 0.99,
         capacity: int = 1024,
+        optimize: str = "passes",
         streams: int = 1,
     ) -> None:
+        if optimize not in OPTIMIZE_MODES:
+            raise BendingError(f"optimize is one of {', '.join(OPTIMIZE_MODES)}, not {optimize!r}")
+        #: How built graphs are optimised: ``none``, ``passes`` (see :mod:`bendserver.passes`).
+        self.optimize = optimize
         self.model = load_model(model, device)
         self.bended = self.model.bended
         self.method = method
@@ -91,7 +98,7 @@ class StreamEngine:
         self._slots = self.bended.weight_bank.slots
         #: The tensor in each weight slot (audio side; reading ``slot.data`` would allocate).
         self._current = {name: slot.data for name, slot in self._slots.items()}
-        self._bends = Bends(self.bended, method, self._set_live)
+        self._bends = Bends(self.bended, method, self._set_live, self._optimized)
         initial = BendingState(version=self.bended.weight_bank.default_name)
         self.timeline = Timeline(initial, self._bends, self.commands, capacity)
         self._ramps: dict[tuple[int, str], Ramp] = {}
@@ -146,8 +153,12 @@ class StreamEngine:
                 graph = self.bended.trace(self.method, **{argument: example})
             output = next(node for node in graph.nodes if node.op == "output").args[0]
             self._check_output(getattr(output, "meta", {}).get("shape"))
-            self._forward = self.bended.build(self.method, []).forward
+            self._forward = self._optimized(self.bended.build(self.method, []))
         self._initial_state = [(b, b.detach().clone()) for b in self.bended.streaming_state()]
+
+    def _optimized(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
+        """A freshly built graph module's ``forward``, optimised (control side)."""
+        return optimize(gm, self.optimize).forward
 
     @contextlib.contextmanager
     def _streams_refused(self) -> Iterator[None]:

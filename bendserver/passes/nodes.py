@@ -1,0 +1,122 @@
+"""Small facts about fx nodes that several passes need."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+from ..bending.graph import writes_into
+from ..tracing import is_guard
+
+#: Ops that return a view of their first argument (writing into the view writes into it).
+VIEW_METHODS = {
+    "view",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "transpose",
+    "permute",
+    "expand",
+    "narrow",
+    "select",
+    "unfold",
+    "as_strided",
+    "flatten",
+    "unflatten",
+    "t",
+    "view_as",
+    "expand_as",
+    "detach",
+    "contiguous",
+}
+VIEW_FUNCTIONS = {
+    operator.getitem,
+    torch.reshape,
+    torch.squeeze,
+    torch.unsqueeze,
+    torch.transpose,
+    torch.permute,
+    torch.narrow,
+    torch.select,
+    torch.flatten,
+    torch.detach,
+    torch.Tensor.detach,
+}
+
+#: Name parts of functions whose result changes from call to call (random draws).
+_RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout", "poisson", "uniform_")
+
+
+def is_view(node: torch.fx.Node) -> bool:
+    """True when ``node`` may return a view of its first argument."""
+    if node.op == "call_method":
+        return node.target in VIEW_METHODS
+    return node.op == "call_function" and node.target in VIEW_FUNCTIONS
+
+
+def is_random(node: torch.fx.Node) -> bool:
+    """True for a node that draws random numbers (folding or removing it changes the stream)."""
+    name = getattr(node.target, "__name__", str(node.target))
+    return any(part in name for part in _RANDOM)
+
+
+def mutates(node: torch.fx.Node) -> bool:
+    """True when ``node`` writes into a tensor (in-place method, ``out=``, setitem...)."""
+    if "out" in node.kwargs:
+        return True
+    return (
+        bool(node.args)
+        and isinstance(node.args[0], torch.fx.Node)
+        and writes_into(node, node.args[0])
+    )
+
+
+def is_impure(node: torch.fx.Node) -> bool:
+    """Nodes a pass must keep even when nothing reads their value."""
+    return (
+        node.op in ("placeholder", "output", "call_module")
+        or mutates(node)
+        or is_guard(node)
+        or is_random(node)
+        or (node.op == "call_method" and node.target == "forward")
+    )
+
+
+def written_roots(graph: torch.fx.Graph) -> set[str]:
+    """Attribute names (``get_attr`` targets) that some node writes into, through views."""
+    roots: set[str] = set()
+    for node in graph.nodes:
+        if mutates(node):
+            root = node.args[0] if node.args else node.kwargs.get("out")
+            while isinstance(root, torch.fx.Node) and is_view(root):
+                root = root.args[0]
+            if isinstance(root, torch.fx.Node) and root.op == "get_attr":
+                roots.add(root.target)
+            out = node.kwargs.get("out")
+            if isinstance(out, torch.fx.Node) and out.op == "get_attr":
+                roots.add(out.target)
+    return roots
+
+
+def attribute(module: torch.nn.Module, target: str) -> Any:
+    """``module.a.b.c`` for ``target == "a.b.c"``."""
+    return operator.attrgetter(target)(module)
+
+
+def copy_meta(source: torch.fx.Node, node: torch.fx.Node) -> torch.fx.Node:
+    """Give ``node`` the shape and dtype the tracer recorded for ``source``."""
+    node.meta.update({k: v for k, v in source.meta.items() if k in ("shape", "dtype")})
+    return node
+
+
+def add_buffer(gm: torch.fx.GraphModule, prefix: str, tensor: torch.Tensor) -> str:
+    """Register ``tensor`` on ``gm`` under a new name starting with ``prefix``; return it."""
+    taken = {name for name, _ in gm.named_buffers()}
+    index = 0
+    while f"{prefix}{index}" in taken:
+        index += 1
+    gm.register_buffer(f"{prefix}{index}", tensor, persistent=False)
+    return f"{prefix}{index}"

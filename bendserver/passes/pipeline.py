@@ -1,0 +1,61 @@
+"""The pass pipeline and the ``--optimize`` switch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch.fx
+
+from ..errors import BendingError
+from .attributes import direct_attributes
+from .calls import direct_calls
+from .cleanup import dead_code, drop_detach, fold_constants
+from .convolution import dilated_conv_as_matmul
+from .streaming import preallocated_cache
+
+#: ``none``: the bended graph as traced; ``passes``: the pass pipeline (default); ``compile``:
+#: the pipeline, then ``torch.compile`` where it measures faster (see the engine).
+OPTIMIZE_MODES = ("none", "passes", "compile")
+
+
+@dataclass(frozen=True)
+class GraphPass:
+    """A named rewrite of a graph module in place; ``run`` returns whether it changed it."""
+
+    name: str
+    run: Callable[[torch.fx.GraphModule], bool]
+
+    @property
+    def doc(self) -> str:
+        return (self.run.__doc__ or "").strip().split("\n\n")[0]
+
+
+#: In order: later passes match what earlier ones produce (functional convolutions, no detach).
+PASSES = (
+    GraphPass("direct-calls", direct_calls),
+    GraphPass("dilated-conv-as-matmul", dilated_conv_as_matmul),
+    GraphPass("drop-detach", drop_detach),
+    GraphPass("preallocated-cache", preallocated_cache),
+    GraphPass("fold-constants", fold_constants),
+    GraphPass("dead-code", dead_code),
+    GraphPass("direct-attributes", direct_attributes),
+)
+
+
+def run_passes(gm: torch.fx.GraphModule, passes: Sequence[GraphPass] = PASSES) -> list[str]:
+    """Run ``passes`` on ``gm`` in place and recompile it; the names of those that changed it."""
+    changed = [graph_pass.name for graph_pass in passes if graph_pass.run(gm)]
+    gm.graph.lint()
+    gm.recompile()
+    return changed
+
+
+def optimize(gm: torch.fx.GraphModule, mode: str = "passes") -> torch.fx.GraphModule:
+    """``gm`` optimised in place for ``mode`` (``none`` or ``passes``; the engine adds
+    ``compile`` on top of ``passes``). Run off the audio thread, after each (re)build."""
+    if mode not in OPTIMIZE_MODES:
+        raise BendingError(f"optimize is one of {', '.join(OPTIMIZE_MODES)}, not {mode!r}")
+    if mode != "none":
+        run_passes(gm)
+    return gm

@@ -1,0 +1,68 @@
+"""The streaming cache pattern with preallocated storage.
+
+A cached convolution concatenates its cache with the block, convolves, and copies the tail back
+into the cache: ``cat([cache, x]) ... cache.copy_(tail)``. The block shape is fixed, so the
+concatenation can write into storage allocated once, when the graph is built: no fresh
+allocation per block (``torch.cat(..., out=buffer)`` measured as fast as the allocating form).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from .convolution import strided_conv1d
+from .nodes import add_buffer, attribute, is_view, mutates
+
+#: Functions that read their input and return a fresh tensor (never a view of it).
+_FRESH = {F.conv1d, F.conv2d, F.conv_transpose1d, F.linear, torch.matmul, strided_conv1d}
+
+
+def _stays_inside(node: torch.fx.Node) -> bool:
+    """True when ``node``'s value never leaves the block: every use reads it into a fresh
+    tensor, is copied from, or is a view whose uses do the same."""
+    for user in node.users:
+        if user.op == "call_method" and user.target == "copy_" and user.args[0] is not node:
+            continue
+        if user.op == "call_function" and user.target in _FRESH and user.args[0] is node:
+            if node not in user.args[1:] and node not in user.kwargs.values():
+                continue
+        if is_view(user) and not mutates(user) and user.args[0] is node and _stays_inside(user):
+            continue
+        return False
+    return True
+
+
+def _cache_cat(node: torch.fx.Node) -> bool:
+    """``torch.cat([get_attr, x], ...)`` with a known shape, not already written ``out=``."""
+    if node.op != "call_function" or node.target is not torch.cat or "out" in node.kwargs:
+        return False
+    parts = node.args[0] if node.args else node.kwargs.get("tensors")
+    return (
+        isinstance(parts, (list, tuple))
+        and bool(parts)
+        and isinstance(parts[0], torch.fx.Node)
+        and parts[0].op == "get_attr"
+        and "shape" in node.meta
+        and "dtype" in node.meta
+    )
+
+
+def preallocated_cache(gm: torch.fx.GraphModule) -> bool:
+    """Concatenations of a cache with the block write into storage allocated once, where the
+    result never leaves the block (read by convolutions, copied from)."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        if not _cache_cat(node) or not _stays_inside(node):
+            continue
+        cache = attribute(gm, node.args[0][0].target)
+        if not isinstance(cache, torch.Tensor):
+            continue
+        shape, dtype = tuple(node.meta["shape"]), node.meta["dtype"]
+        name = add_buffer(gm, "_cat_storage_", torch.empty(shape, dtype=dtype, device=cache.device))
+        with gm.graph.inserting_before(node):
+            out = gm.graph.get_attr(name)
+        node.kwargs = {**node.kwargs, "out": out}
+        changed = True
+    return changed

@@ -1,0 +1,199 @@
+"""The optimising passes: each named and documented, each rewriting what it claims, and the
+optimised graph equal to the unoptimised one (<= 1e-6) on the module-kind table, the shipped
+models with their presets and a cached-conv model, block by block, with live changes."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from streaming import CausalStack
+from test_module_kinds import KINDS, _pair
+from torch import nn
+
+import bendserver as tb
+from bendserver.compat import has_forward_hooks
+from bendserver.passes import PASSES, optimize, run_passes
+from bendserver.passes.convolution import strided_conv1d
+
+
+def _graph(module, shape, ops=None):
+    """A bended graph module of ``module`` traced for ``shape``, and a second, optimised."""
+    return _graphs(module, shape, ops)[1:]
+
+
+def _graphs(module, shape, ops=None):
+    bended = tb.BendedModule(module)
+    bended.trace(x=torch.randn(shape))
+    bends = [(ops, [".*"])] if ops is not None else []
+    return bended, bended.build("forward", bends), optimize(bended.build("forward", bends))
+
+
+def test_every_pass_is_named_and_documented():
+    names = [graph_pass.name for graph_pass in PASSES]
+    assert len(set(names)) == len(names)
+    assert all(graph_pass.doc for graph_pass in PASSES)
+
+
+def test_an_unknown_mode_is_refused():
+    with pytest.raises(tb.BendingError, match="none, passes, compile"):
+        tb.StreamEngine("drive", block=256, optimize="fast")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ops", [None, "scale"])
+def test_module_kinds_optimised_equal_unoptimised(kind, ops):
+    module, _, shape = _pair(kind)
+    op = tb.Scale(1.5) if ops else None
+    plain, optimised = _graph(module, shape, op)
+    with torch.inference_mode():
+        for _ in range(3):  # both read and write the module's caches: each starts from the same
+            x = torch.randn(shape)
+            state = [b.clone() for b in module.buffers()]
+            expected = plain(x)
+            for buffer, saved in zip(module.buffers(), state, strict=True):
+                buffer.copy_(saved)
+            torch.testing.assert_close(optimised(x), expected, rtol=0, atol=1e-6)
+
+
+def _engines(model, block, preset, **options):
+    return [
+        tb.StreamEngine(model, block=block, preset=preset, optimize=mode, **options)
+        for mode in ("none", "passes")
+    ]
+
+
+def _stream(engines, blocks, rng):
+    plain, optimised = engines
+    for _ in range(blocks):
+        audio = (0.5 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
+        np.testing.assert_allclose(optimised.process(audio), plain.process(audio), atol=1e-6)
+
+
+@pytest.mark.parametrize("model", ["drive", "wavae"])
+def test_shipped_models_with_presets_block_by_block_and_live_changes(model):
+    engines = _engines(model, 256, model)
+    rng = np.random.default_rng(0)
+    _stream(engines, 8, rng)
+    op_id = next(iter(engines[0].ops))
+    param = next(iter(engines[0].op(op_id).params))
+    for engine in engines:  # a parameter, a new op, the weights: all live, no re-trace
+        engine.set_param(op_id, param, 0.3)
+        engine.add_op("extra", tb.Scale(0.7), ".*conv.*weight")
+        engine.set_interpolation(None)
+    _stream(engines, 4, rng)
+    for engine in engines:
+        engine.request_reset()
+    _stream(engines, 4, rng)
+
+
+def test_a_cached_conv_model_block_by_block():
+    cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
+    cc.use_cached_conv(True)
+    torch.manual_seed(0)
+    layers = nn.Sequential(
+        cc.Conv1d(1, 8, 3, padding=cc.get_padding(3)),
+        nn.LeakyReLU(0.2),
+        cc.Conv1d(8, 8, 3, dilation=4, padding=cc.get_padding(3, dilation=4)),
+        cc.Conv1d(8, 1, 1),
+    ).eval()
+    engines = [tb.StreamEngine(layers, block=128, optimize=m) for m in ("none", "passes")]
+    _stream(engines, 8, np.random.default_rng(1))
+
+
+def test_drive_is_rewritten_as_the_passes_say():
+    engine = tb.StreamEngine("drive", block=256, preset="drive")
+    nodes = list(engine._forward.__self__.graph.nodes)
+    assert not [n for n in nodes if n.op == "call_module"], "every module called directly"
+    assert not [n for n in nodes if n.op == "get_attr" and "." in n.target]
+    assert [n for n in nodes if n.target is strided_conv1d], "the dilated sag filter"
+    cats = [n for n in nodes if n.target is torch.cat]
+    assert len(cats) == 3 and all("out" in n.kwargs for n in cats), "preallocated caches"
+    assert not [n for n in nodes if n.target == "detach"]
+
+
+def test_the_concatenation_keeps_allocating_when_its_value_leaves_the_block():
+    class Leaky(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(1, 1, 2))
+
+        def forward(self, x):
+            padded = torch.cat([self.cache, x], -1)
+            self.cache.copy_(padded[..., -2:])
+            return padded  # the caller keeps it: a reused buffer would change under it
+
+    plain, optimised = _graph(Leaky(), (1, 1, 8))
+    cat = next(n for n in optimised.graph.nodes if n.target is torch.cat)
+    assert "out" not in cat.kwargs
+    with torch.inference_mode():
+        first = optimised(torch.ones(1, 1, 8))
+        optimised(torch.zeros(1, 1, 8))
+        assert first.sum() == 8
+
+
+class Constants(nn.Module):
+    """A window computed from a buffer nothing writes (foldable), a cache written in place (not
+    foldable) and a value nobody reads (dead)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.linspace(0, 1, 16))
+        self.register_buffer("cache", torch.zeros(16))
+        self.gain = nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x):
+        shaped = torch.sqrt(self.window) * 2  # constant
+        unused = x * 3  # dead  # noqa: F841
+        out = x * shaped * self.gain + self.cache
+        self.cache.copy_(x[0])
+        return out
+
+
+def test_constants_fold_live_values_stay_and_dead_code_goes():
+    module = Constants()
+    bended, plain, optimised = _graphs(module, (1, 16))
+    targets = [n.target for n in optimised.graph.nodes]
+    assert torch.sqrt not in targets, "the window is computed once"
+    assert sum(t is not None and "mul" in str(t) for t in targets) == 2, "x * 3 is gone"
+    with torch.inference_mode():
+        x = torch.randn(1, 16)
+        expected = plain(x)
+        module.cache.zero_()
+        torch.testing.assert_close(optimised(x), expected)
+        bended.weight_bank.slots["gain"].data = torch.tensor(5.0)  # as the engine swaps it
+        module.cache.zero_()
+        expected = x * torch.sqrt(module.window) * 2 * 5.0
+        torch.testing.assert_close(optimised(x), expected)
+        torch.testing.assert_close(module.cache, x[0])
+
+
+def test_a_module_with_hooks_keeps_them():
+    calls = []
+    stack = CausalStack()
+    stack.act.register_forward_hook(lambda *args: calls.append(1))
+    assert has_forward_hooks(stack.act) and not has_forward_hooks(stack.first)
+    _, optimised = _graph(stack, (1, 1, 32))
+    with torch.inference_mode():
+        optimised(torch.randn(1, 1, 32))
+    assert calls, "the hook ran"
+
+
+@pytest.mark.parametrize("batch,channels,out,taps,dilation", [(1, 8, 1, 8, 128), (2, 3, 5, 3, 2)])
+def test_strided_conv_equals_the_dilated_convolution(batch, channels, out, taps, dilation):
+    x = torch.randn(batch, channels, 300 + dilation * (taps - 1))
+    weight, bias = torch.randn(out, channels, taps), torch.randn(out)
+    expected = F.conv1d(x, weight, bias, dilation=dilation)
+    torch.testing.assert_close(strided_conv1d(x, weight, bias, dilation), expected)
+    torch.testing.assert_close(
+        strided_conv1d(x[..., 1:], weight, None, dilation),
+        F.conv1d(x[..., 1:], weight, None, dilation=dilation),
+    )
+
+
+def test_run_passes_reports_what_changed():
+    stack = CausalStack()
+    bended = tb.BendedModule(stack)
+    bended.trace(x=torch.randn(1, 1, 32))
+    changed = run_passes(bended.build("forward", []))
+    assert {"direct-calls", "preallocated-cache", "direct-attributes"} <= set(changed)
+    assert "dilated-conv-as-matmul" not in changed, "no dilated convolution there"

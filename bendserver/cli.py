@@ -49,11 +49,13 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _render(args: argparse.Namespace) -> int:
     import torch
+    from tqdm import tqdm
 
+    from .audiofile import sound_info, streams_for
     from .engine import StreamEngine
     from .loader import add_versions, load_model
     from .presets import preset_for
-    from .render import parse_score, render_file
+    from .render import parse_score, render_file, sound_files
 
     torch.set_num_threads(args.threads)
 
@@ -63,9 +65,11 @@ def _render(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise BendingError(f"no score file {path}")
         score = parse_score(path.read_text(encoding="utf-8"), str(path))
+    inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
-    if len(args.inputs) > 1 or output.is_dir() or args.output.endswith(("/", os.sep)):
-        targets = [output / f"{Path(i).stem}{args.format}" for i in args.inputs]
+    into_folder = len(inputs) > 1 or any(Path(i).is_dir() for i in args.inputs)
+    if into_folder or output.is_dir() or args.output.endswith(("/", os.sep)):
+        targets = [output / f"{source.stem}{args.format}" for source in inputs]
     else:
         targets = [output]
     clashes = sorted({t.name for t in targets if targets.count(t) > 1})
@@ -73,35 +77,45 @@ def _render(args: argparse.Namespace) -> int:
         raise BendingError(
             f"several inputs would be written to {clashes}: render them into separate folders"
         )
-    for source, target in zip(args.inputs, targets, strict=True):
-        model = load_model(args.model, search=args.models_dir)
-        add_versions(model, args.version)
-        engine = StreamEngine(
-            model,
-            block=args.block,
-            preset=preset_for(model, args.preset),
-            fuse=not args.no_fuse,
-            optimize=args.optimize,
-        )
-        try:
-            seconds = render_file(
-                engine,
-                Path(source),
-                target,
-                score,
-                args.force,
-                not args.no_resample,
-                progress=sys.stderr.isatty(),
+    infos = [sound_info(source) for source in inputs]
+    total = sum(info.duration for info in infos)
+    with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
+        for source, target, info in zip(inputs, targets, infos, strict=True):
+            model = load_model(args.model, search=args.models_dir)
+            add_versions(model, args.version)
+            channels = 1 if args.mono else info.channels
+            engine = StreamEngine(
+                model,
+                block=args.block,
+                preset=preset_for(model, args.preset),
+                fuse=not args.no_fuse,
+                optimize=args.optimize,
+                streams=streams_for(channels, model.method("forward").in_channels),
             )
-        except KeyboardInterrupt:
-            print(f"interrupted: {target} holds what was rendered so far", file=sys.stderr)
-            return 130
-        stats = engine.stats_dict()
-        print(
-            f"wrote {target} ({seconds:.2f} s, {stats['blocks']} blocks of {engine.block}, "
-            f"compute p50 {stats['p50_ms']:.2f} ms, max {stats['max_ms']:.2f} ms, "
-            f"{stats['errors']} errors)"
-        )
+            try:
+                seconds = render_file(
+                    engine,
+                    source,
+                    target,
+                    score,
+                    args.force,
+                    not args.no_resample,
+                    progress=bar,
+                    mono=args.mono,
+                    sample_rate=args.sr,
+                    keep_latency=args.keep_latency,
+                )
+            except KeyboardInterrupt:
+                print(f"interrupted: {target} holds what was rendered so far", file=sys.stderr)
+                return 130
+            stats = engine.stats_dict()
+            bar.write(
+                f"wrote {target} ({seconds:.2f} s, {engine.out_channels} ch, "
+                f"{stats['blocks']} blocks of {engine.block}, compute p50 "
+                f"{stats['p50_ms']:.2f} ms, max {stats['max_ms']:.2f} ms, "
+                f"{stats['errors']} errors)",
+                file=sys.stdout,
+            )
     return 0
 
 
@@ -250,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         help="device outputs to open (default: all of them for a mono model, which plays on each)",
     )
+    serve.add_argument(
+        "--channels",
+        type=_positive,
+        help="channels played, one stream of the model each (default: the --input file's; "
+        "one for silence or a device)",
+    )
     serve.add_argument("--record", help="write the output to this sound file")
     serve.add_argument("--force", action="store_true", help="overwrite the --record file")
     serve.add_argument(
@@ -275,7 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[models, versions, threads, optimizing],
         help="render sound files through a bended model",
     )
-    render.add_argument("inputs", nargs="+", metavar="IN", help="input sound files")
+    render.add_argument(
+        "inputs", nargs="+", metavar="IN", help="input sound files, or folders of them"
+    )
     render.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
     render.add_argument(
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
@@ -288,6 +310,19 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
     render.add_argument(
         "--no-resample", action="store_true", help="refuse inputs at another sample rate"
+    )
+    render.add_argument(
+        "--mono",
+        action="store_true",
+        help="mix the input down to one channel first (default: every channel kept, one "
+        "stream of the model each)",
+    )
+    render.add_argument("--sr", type=_positive, help="output sample rate (default: the input's)")
+    render.add_argument(
+        "--keep-latency",
+        action="store_true",
+        help="keep the model's latency at the start (default: trimmed, the output aligned "
+        "with the input)",
     )
     render.set_defaults(run=_render)
 

@@ -90,6 +90,9 @@ class BendedModule:
         self._bends: list[_Bend] = []
         self._runners: dict[str, _Runner] = {}
         self._bound: dict[tuple[int, str, str], tuple[BendingOp, BoundOp]] = {}
+        #: Independent streams along dim 0 of the traced activations (a batch of channels, set
+        #: by an engine): an op's per-unit state is drawn once and shared across them.
+        self.streams = 1
 
     def describe(self) -> str:
         return f"{type(self.module).__name__}(id = {id(self.module)})"
@@ -524,9 +527,18 @@ class BendedModule:
         if key not in self._bound:
             target = node.name if fn == "forward" else f"{fn}:{node.name}"
             shape, dtype = node.meta["shape"], node.meta["dtype"]
-            state = op.init_state(target, shape, dtype, self._device())
+            state = op.init_state(target, self._per_stream(op, shape), dtype, self._device())
             self._bound[key] = (op, BoundOp(op, target, shape, state))
         return self._bound[key][1]
+
+    def _per_stream(self, op: BendingOp, shape: torch.Size) -> torch.Size:
+        """The shape an op's state is drawn for: one stream's (batch 1), so that every stream
+        is bent alike, unless the op bends along dim 0 itself (``dim=0``)."""
+        dims = getattr(op, "dim", None)
+        along_batch = 0 in (dims if isinstance(dims, tuple) else (dims,))
+        if self.streams == 1 or along_batch or not shape or shape[0] != self.streams:
+            return shape
+        return torch.Size((1, *shape[1:]))
 
     def _device(self) -> torch.device:
         first = next(iter(self._weights.slots.values()), None)

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import soundfile as sf
+import soxr
 from tqdm import tqdm
 
-from .audiofile import FORMATS, read_audio
+from .audiofile import fit_channels, output_subtype, read_sound, resample_audio
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
@@ -73,18 +73,22 @@ def schedule(engine: StreamEngine, events: list[ScoreEvent]) -> None:
             raise BendingError(f"score at {event.time} s, {event.address}: {error}") from None
 
 
-def stream(engine: StreamEngine, audio: np.ndarray, progress: bool = False) -> Iterator[np.ndarray]:
-    """Yield the engine's output block by block for ``audio`` [channels, frames] (the last block
-    is padded with zeros and its output trimmed to the input's length)."""
-    frames = audio.shape[-1]
-    blocks = range(0, frames, engine.block)
-    for start in tqdm(blocks, unit="block", disable=not progress, leave=False):
-        chunk = audio[:, start : start + engine.block]
-        if chunk.shape[-1] < engine.block:
-            chunk = np.pad(chunk, ((0, 0), (0, engine.block - chunk.shape[-1])))
-        yield engine.process(np.ascontiguousarray(chunk, dtype=np.float32))[
-            :, : min(engine.block, frames - start)
-        ]
+#: Extensions of the sound files a folder given to ``render`` is searched for.
+SOUND_EXTENSIONS = (".wav", ".flac", ".ogg", ".aif", ".aiff", ".mp3")
+
+
+def sound_files(paths: list[Path]) -> list[Path]:
+    """``paths`` with each folder replaced by the sound files in it, by name."""
+    files: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            files.append(path)
+            continue
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() in SOUND_EXTENSIONS)
+        if not found:
+            raise BendingError(f"no sound files ({', '.join(SOUND_EXTENSIONS)}) in {path}")
+        files += found
+    return files
 
 
 def render_file(
@@ -94,42 +98,121 @@ def render_file(
     score: list[ScoreEvent] | None = None,
     force: bool = False,
     resample: bool = True,
-    progress: bool = False,
+    progress: tqdm | None = None,
+    mono: bool = False,
+    sample_rate: int | None = None,
+    keep_latency: bool = False,
 ) -> float:
     """Render ``source`` through ``engine`` into ``output`` (format from the extension).
 
-    The output is written block by block, so an interrupted render leaves a valid, shorter
-    file. Returns the rendered duration in seconds.
+    The file keeps its channels (the engine plays one stream per channel: make it with
+    ``streams``; ``mono`` mixes down first), its length and its rate (soxr to the model's rate
+    and back; ``sample_rate`` chooses another), and its subtype where the output format allows.
+    The model's latency is trimmed (the input is followed by that much silence and the output
+    starts that much later) unless ``keep_latency``: then the output starts with it and is
+    that much longer. The output is written block by block, so an interrupted render leaves a
+    valid, shorter file. ``progress`` is advanced by the seconds of input rendered. Returns the
+    rendered duration in seconds.
     """
     if engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1:
         raise BendingError(f"render plays audio-to-audio methods; '{engine.method}' is not one")
     output = Path(output)
-    subtype = FORMATS.get(output.suffix.lower())
-    if subtype is None:
-        raise BendingError(f"output format from the extension: one of {sorted(FORMATS)}")
+    output_subtype(output)
     if output.exists() and not force:
         raise BendingError(f"{output} exists: pass --force to overwrite it")
-    audio = read_audio(Path(source), engine.sample_rate, engine.in_channels, resample)
+    audio, info = read_sound(Path(source))
+    rate, frames = info.samplerate, audio.shape[-1]
+    if mono:
+        audio = fit_channels(audio, 1)
+    if audio.shape[0] > engine.in_channels:
+        raise BendingError(
+            f"{source} has {audio.shape[0]} channels and the engine plays {engine.in_channels}: "
+            f"make it with streams={audio.shape[0] // engine.spec.in_channels} (one stream a "
+            "channel), or mix down (--mono)"
+        )
+    audio = fit_channels(audio, engine.in_channels, str(source))
+    if rate != engine.sample_rate and not resample:
+        raise BendingError(
+            f"{source} is at {rate} Hz and the model at {engine.sample_rate} Hz: allow "
+            "resampling or convert the file first"
+        )
+    played = resample_audio(audio, rate, engine.sample_rate)
+    latency = engine.latency  # the model's output of the file's end comes that much after it
+    played = np.pad(played, ((0, 0), (0, latency)))
     if score:
-        end = audio.shape[-1] / engine.sample_rate
-        late = [event for event in score if event.time >= end]
-        if late:
-            log.warning(
-                "score: %d event(s) at or after the end of %s (%.2f s) are not played: %s",
-                len(late),
-                source,
-                end,
-                ", ".join(f"{e.time:g} s {e.address}" for e in late[:5]),
-            )
-        schedule(engine, [event for event in score if event.time < end])
+        _schedule_in(engine, score, frames / rate, source)
+    out_rate = int(sample_rate or rate)
+    wanted = round(frames * out_rate / rate)
+    if keep_latency:
+        wanted += round(latency * out_rate / engine.sample_rate)
     output.parent.mkdir(parents=True, exist_ok=True)
-    written = 0
     with sf.SoundFile(
-        str(output), "w", engine.sample_rate, engine.out_channels, subtype=subtype
+        str(output), "w", out_rate, engine.out_channels, subtype=output_subtype(output, info)
     ) as file:
-        for block in stream(engine, audio, progress):
-            file.write(block.T)
-            written += block.shape[-1]
+        written = _write_blocks(
+            engine,
+            played,
+            file,
+            out_rate,
+            wanted,
+            0 if keep_latency else latency,
+            progress,
+            frames / rate,
+        )
     for line in engine.failures():
         log.error("%s (the render went on; counted in errors)", line)
-    return written / engine.sample_rate
+    return written / out_rate
+
+
+def _schedule_in(engine: StreamEngine, score: list[ScoreEvent], end: float, source: Path) -> None:
+    """Schedule the score's events before ``end`` (seconds), warning about the others."""
+    late = [event for event in score if event.time >= end]
+    if late:
+        log.warning(
+            "score: %d event(s) at or after the end of %s (%.2f s) are not played: %s",
+            len(late),
+            source,
+            end,
+            ", ".join(f"{e.time:g} s {e.address}" for e in late[:5]),
+        )
+    schedule(engine, [event for event in score if event.time < end])
+
+
+def _write_blocks(
+    engine: StreamEngine,
+    played: np.ndarray,
+    file: sf.SoundFile,
+    rate: int,
+    wanted: int,
+    skip: int,
+    progress: tqdm | None,
+    seconds: float,
+) -> int:
+    """Stream ``played`` through the engine into ``file`` at ``rate``: the first ``skip``
+    output frames dropped, ``wanted`` frames in all (cut, or completed with silence)."""
+    channels = engine.out_channels
+    resampler = None
+    if rate != engine.sample_rate:
+        resampler = soxr.ResampleStream(engine.sample_rate, rate, channels, dtype="float32")
+    written = 0
+
+    def write(frames: np.ndarray) -> None:  # [frames, channels]
+        nonlocal written
+        frames = frames[: wanted - written]
+        file.write(frames)
+        written += len(frames)
+
+    step = engine.block / engine.sample_rate
+    for block in engine.stream(played):
+        cut = min(skip, block.shape[-1])
+        skip -= cut
+        frames = np.ascontiguousarray(block[:, cut:].T)
+        write(resampler.resample_chunk(frames) if resampler else frames)
+        if progress is not None:
+            advance = min(step, seconds)
+            seconds -= advance
+            progress.update(advance)
+    if resampler is not None:
+        write(resampler.resample_chunk(np.zeros((0, channels), np.float32), last=True))
+    write(np.zeros((max(0, wanted - written), channels), np.float32))
+    return written

@@ -35,6 +35,7 @@ from .audio import (
     output_devices,
 )
 from .audio.reporter import Reporter
+from .audiofile import sound_info, streams_for
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
@@ -72,6 +73,8 @@ class ServeOptions:
     duration: float | None = None
     #: Device output channels (None: every channel of the device for a mono model).
     output_channels: int | None = None
+    #: Channels played, one stream of the model each (None: the input file's, else one).
+    channels: int | None = None
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
     no_fuse: bool = False  #: play the model's output without the output fuse
     optimize: str = "passes"  #: how the bended graph is optimised (none, passes)
@@ -274,6 +277,7 @@ def _engine(options: ServeOptions) -> StreamEngine:
     model = load_model(options.model, search=options.models_dir)
     add_versions(model, options.version)
     preset = preset_for(model, options.preset)
+    channels = options.channels or _file_channels(options.input)
     return StreamEngine(
         model,
         options.method,
@@ -281,7 +285,14 @@ def _engine(options: ServeOptions) -> StreamEngine:
         preset=preset,
         fuse=not options.no_fuse,
         optimize=options.optimize,
+        streams=streams_for(channels, model.method(options.method).in_channels),
     )
+
+
+def _file_channels(text: str) -> int:
+    """The channels of an input sound file; one for silence or a device."""
+    path = Path(text)
+    return sound_info(path).channels if path.is_file() else 1
 
 
 def _source(text: str, engine: StreamEngine, frames: int) -> tuple[Any, str | None]:

@@ -116,7 +116,16 @@ def _without(args: list[str], option: str) -> list[str]:
 
 def _local(word: str, demo: Path, folder: Path) -> str:
     """A doc's file names made real: sound files are the shipped demo, outputs go to
-    ``folder``, and a score file is written there; ``.ts`` files are written and read there."""
+    ``folder``, a folder of sound files holds the demo twice, a score file is written there,
+    and ``.ts`` files are written and read there."""
+    if word.endswith("/") and not (ROOT / word).exists():
+        if "out" in word:
+            return f"{folder / word.strip('/')}/"
+        sounds = folder / word.strip("/")
+        sounds.mkdir(parents=True, exist_ok=True)
+        for name in ("a.wav", "b.flac"):
+            sf.write(str(sounds / name), sf.read(str(demo), dtype="float32")[0], 48000)
+        return str(sounds)
     is_sound_file = Path(word).suffix in (".wav", ".flac") and not word.startswith(".")
     if is_sound_file and not (ROOT / word).exists():
         if "out" in word or "take" in word:

@@ -15,6 +15,7 @@ from bendserver.cli import main
 from bendserver.paths import SHIPPED_MODELS as MODELS_DIR
 from bendserver.paths import SHIPPED_PRESETS as PRESETS_DIR
 
+MODES = ("none", "passes")
 SHIPPED = sorted(p.parent.name for p in MODELS_DIR.glob("*/manifest.toml"))
 
 
@@ -100,7 +101,10 @@ def test_cli_render_info_and_bench(tmp_path, capsys):
     assert main(["bench", "--block", "256", "--calls", "5", "--apply-sizes", "10", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     runs = report["blocks"]["256"]["runs"]
-    assert set(runs) == {"raw eager", "engine unbended", "engine + preset drive"}
+    assert set(runs) == {
+        "raw eager",
+        *(f"engine {run} ({mode})" for run in ("unbended", "+ preset drive") for mode in MODES),
+    }
     (apply,) = report["weight_apply"]
     assert apply["parameters"] >= 10_000_000 and apply["apply_p50_us"] > 0
 

@@ -6,7 +6,7 @@ import soundfile as sf
 from streaming import CausalStack, Identity, twin
 
 import bendserver as tb
-from bendserver.render import parse_score, render_file, schedule, stream
+from bendserver.render import parse_score, render_file, schedule
 
 
 def _wav(path, seconds=0.5, rate=48000, channels=1):
@@ -60,11 +60,18 @@ def test_score_errors_name_the_line():
 def test_resampling_and_downmix(tmp_path):
     sf.write(str(tmp_path / "in.wav"), np.zeros((22050, 2), np.float32), 44100)
     engine = tb.StreamEngine(Identity(), block=256)
-    seconds = render_file(engine, tmp_path / "in.wav", tmp_path / "out.flac")
+    seconds = render_file(engine, tmp_path / "in.wav", tmp_path / "out.flac", mono=True)
     info = sf.info(str(tmp_path / "out.flac"))
-    assert (info.samplerate, info.channels, seconds) == (48000, 1, pytest.approx(0.5))
+    assert (info.samplerate, info.channels, seconds) == (44100, 1, pytest.approx(0.5))
+    render_file(engine, tmp_path / "in.wav", tmp_path / "at48.flac", mono=True, sample_rate=48000)
+    assert (
+        sf.info(str(tmp_path / "at48.flac")).samplerate,
+        sf.info(str(tmp_path / "at48.flac")).frames,
+    ) == (48000, 24000)
     with pytest.raises(tb.BendingError, match="44100 Hz"):
-        render_file(engine, tmp_path / "in.wav", tmp_path / "x.wav", resample=False)
+        render_file(engine, tmp_path / "in.wav", tmp_path / "x.wav", resample=False, mono=True)
+    with pytest.raises(tb.BendingError, match="streams=2"):
+        render_file(engine, tmp_path / "in.wav", tmp_path / "x.wav")
 
 
 def test_refusals(tmp_path):
@@ -101,5 +108,5 @@ def test_interrupted_render_leaves_a_valid_file(tmp_path):
 
 def test_stream_trims_the_last_block():
     engine = tb.StreamEngine(Identity(), block=256)
-    blocks = list(stream(engine, np.zeros((1, 600), np.float32)))
+    blocks = list(engine.stream(np.zeros((1, 600), np.float32)))
     assert [b.shape[-1] for b in blocks] == [256, 256, 88]

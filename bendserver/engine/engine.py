@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.fx
 
+from ..audiofile import fit_length, resample_audio
 from ..bending.base import BendingOp
 from ..bending.config import BendingConfig
 from ..errors import BendingError
@@ -47,7 +48,11 @@ class StreamEngine:
 
     ``process(block)`` takes and returns float32 arrays ``[channels, frames]``. For methods with
     other rates (``encode``: audio in, latent out), frames are scaled by the method's ratios.
-    Torch's thread count is the caller's: live and offline commands set one thread.
+    ``streams`` runs that many independent streams at once (a batch dimension through one graph
+    call, each with its own streaming state, the bending shared): the channels of a block are
+    ``streams`` times the method's, stream after stream (a mono model with ``streams=2`` plays
+    stereo). ``engine(audio, sample_rate)`` plays a whole signal. Torch's thread count is the
+    caller's: live and offline commands set one thread.
     """
 
     def __init__(
@@ -62,6 +67,7 @@ class StreamEngine:
         ceiling: float = 0.99,
         capacity: int = 1024,
         optimize: str = "passes",
+        streams: int = 1,
     ) -> None:
         if optimize not in OPTIMIZE_MODES:
             raise BendingError(f"optimize is one of {', '.join(OPTIMIZE_MODES)}, not {optimize!r}")
@@ -78,7 +84,12 @@ class StreamEngine:
         self._check_block()
         self.in_frames = self.block // self.spec.in_ratio
         self.out_frames = self.block // self.spec.out_ratio
-        self.in_channels, self.out_channels = self.spec.in_channels, self.spec.out_channels
+        if not isinstance(streams, int) or streams < 1:
+            raise BendingError(f"streams is a whole number of channels >= 1, got {streams!r}")
+        self.streams = streams
+        #: Channels of the blocks ``process`` takes and returns: ``streams`` x the method's.
+        self.in_channels = streams * self.spec.in_channels
+        self.out_channels = streams * self.spec.out_channels
         self.latency = self.model.latency
 
         self._control = threading.RLock()
@@ -127,15 +138,19 @@ class StreamEngine:
             )
 
     def _trace(self) -> None:
-        example = torch.zeros(1, self.in_channels, self.in_frames, device=self.device)
+        shape = (self.streams, self.spec.in_channels, self.in_frames)
+        example = torch.zeros(shape, device=self.device)
+        self.bended.streams = self.streams
         if self.bended.scripted:  # a TorchScript file runs as it is, its weights swapped in
             self._forward: Callable[..., Any] = getattr(self.model.module, self.method)
             with torch.inference_mode(), restoring_buffers(self.model.module):
-                shape = tuple(self._forward(example).shape)
+                with self._streams_refused():
+                    shape = tuple(self._forward(example).shape)
             self._check_output(shape)
         else:
             argument = next(iter(self.bended.argument_names(self.method)))
-            graph = self.bended.trace(self.method, **{argument: example})
+            with self._streams_refused():
+                graph = self.bended.trace(self.method, **{argument: example})
             output = next(node for node in graph.nodes if node.op == "output").args[0]
             self._check_output(getattr(output, "meta", {}).get("shape"))
             self._forward = self._optimized(self.bended.build(self.method, []))
@@ -145,10 +160,24 @@ class StreamEngine:
         """A freshly built graph module's ``forward``, optimised (control side)."""
         return optimize(gm, self.optimize).forward
 
+    @contextlib.contextmanager
+    def _streams_refused(self) -> Iterator[None]:
+        """A model that fails on a batch of several streams is refused, saying why."""
+        try:
+            yield
+        except Exception as error:
+            if self.streams == 1:
+                raise
+            raise BendingError(
+                f"model '{self.model.name}' cannot play {self.streams} streams at once (a batch "
+                f"of {self.streams}: {type(error).__name__}: {error}). Its streaming state must "
+                "follow the batch (see docs/engine.md); or mix down to one stream (--mono)"
+            ) from None
+
     def _check_output(self, shape: Any) -> None:
-        """The output must be ``[1, out_channels, out_frames]``: a model whose strides do not
-        divide the block gives fewer frames (refused here, before anything plays)."""
-        wanted = (1, self.out_channels, self.out_frames)
+        """The output must be ``[streams, out_channels, out_frames]``: a model whose strides do
+        not divide the block gives fewer frames (refused here, before anything plays)."""
+        wanted = (self.streams, self.spec.out_channels, self.out_frames)
         if shape is not None and tuple(shape) != wanted:
             raise BendingError(
                 f"model '{self.model.name}' ({self.method}) gives {list(shape)} for a block of "
@@ -177,16 +206,61 @@ class StreamEngine:
         self.stats.record(time.perf_counter() - started, self._budget)
         return out
 
+    def stream(self, audio: np.ndarray) -> Iterator[np.ndarray]:
+        """:meth:`process` over ``audio`` [channels, frames], block after block: the last block is
+        padded with silence and its output cut to the input's length."""
+        frames = audio.shape[-1]
+        for start in range(0, frames, self.block):
+            chunk = audio[:, start : start + self.block]
+            if chunk.shape[-1] < self.block:
+                chunk = np.pad(chunk, ((0, 0), (0, self.block - chunk.shape[-1])))
+            out = self.process(np.ascontiguousarray(chunk, dtype=np.float32))
+            yield out[:, : min(self.block, frames - start)]
+
+    def __call__(
+        self, audio: np.ndarray | torch.Tensor, sample_rate: int, reset: bool = True
+    ) -> np.ndarray | torch.Tensor:
+        """Play a whole signal, as pedalboard's ``board(audio, sr)``: a numpy array or tensor,
+        ``[channels, frames]`` or 1-D mono, at ``sample_rate`` (resampled to the model's and
+        back with soxr); returns the same type, shape and rate. ``reset=False`` continues the
+        stream of the last call (joins are exact where calls are whole blocks long)."""
+        if self.spec.in_ratio != 1 or self.spec.out_ratio != 1:
+            raise BendingError(f"engine(audio, sr) plays audio methods; '{self.method}' is not")
+        tensor = audio if isinstance(audio, torch.Tensor) else None
+        signal = audio.detach().cpu().numpy() if tensor is not None else np.asarray(audio)
+        mono = signal.ndim == 1
+        signal = signal[None] if mono else signal
+        if signal.ndim != 2 or signal.shape[0] != self.in_channels:
+            raise BendingError(
+                f"this engine plays {self.in_channels} channel(s) ([{self.in_channels}, frames], "
+                f"or 1-D for one), got {list(np.shape(audio))}: make it with "
+                "streams=<channels> to play each channel as its own stream"
+            )
+        if reset:
+            self.reset_state()
+        frames = signal.shape[-1]
+        played = resample_audio(signal.astype(np.float32), int(sample_rate), self.sample_rate)
+        out = np.zeros((self.out_channels, played.shape[-1]), dtype=np.float32)
+        position = 0
+        for block in self.stream(played):
+            out[:, position : position + block.shape[-1]] = block
+            position += block.shape[-1]
+        out = fit_length(resample_audio(out, self.sample_rate, int(sample_rate)), frames)
+        out = out[0] if mono and self.out_channels == 1 else out
+        if tensor is None:
+            return out
+        return torch.from_numpy(np.ascontiguousarray(out)).to(tensor.device, tensor.dtype)
+
     def _run(self, dry: np.ndarray) -> np.ndarray:
         if self.bypass:
             return self._dry_or_silence(dry)
         try:
             with torch.inference_mode():
-                x = torch.from_numpy(dry)[None]
-                y = self._forward(x if self._on_cpu else x.to(self.device))[0]
+                x = torch.from_numpy(dry).view(self.streams, -1, self.in_frames)
+                y = self._forward(x if self._on_cpu else x.to(self.device))
                 if not self._on_cpu or y.dtype != torch.float32:
                     y = y.to("cpu", torch.float32)
-                return y.numpy()
+                return y.reshape(self.out_channels, self.out_frames).numpy()
         except Exception as error:  # a bended model may fail: the stream must not
             self.stats.errors += 1
             self._failed("model call", error)

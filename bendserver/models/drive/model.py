@@ -20,7 +20,8 @@ from torch import nn
 class CachedConv1d(nn.Module):
     """A causal ``Conv1d`` that keeps its past input in a buffer between calls.
 
-    The ``cache`` buffer holds the last ``dilation * (kernel_size - 1)`` input frames. Each call
+    The ``cache`` buffer holds the last ``dilation * (kernel_size - 1)`` input frames, one row
+    per stream of the batch (made again, as silence, when the batch changes). Each call
     prepends it to the block, convolves without padding (so the output has as many frames as
     the block) and stores the new tail in place. After :meth:`reset_state` the layer behaves
     exactly like a causal convolution of a zero-padded signal.
@@ -35,7 +36,9 @@ class CachedConv1d(nn.Module):
         self.register_buffer("cache", torch.zeros(1, in_channels, self.context))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Convolve one block ``x`` [1, in, T] -> [1, out, T], continuing from the last call."""
+        """Convolve one block ``x`` [B, in, T] -> [B, out, T], continuing from the last call."""
+        if self.cache.shape[0] != x.shape[0]:  # one cache row per stream (batch item)
+            self.cache = self.cache.new_zeros(x.shape[0], *self.cache.shape[1:])
         padded = torch.cat([self.cache, x], dim=-1)
         self.cache.copy_(padded[..., -self.context :].detach())
         return self.conv(padded)

@@ -35,7 +35,8 @@ class CachedConv1d(nn.Module):
     The ``cache`` holds the last ``dilation * (kernel_size - 1) + 1 - stride`` input frames.
     Each call prepends it to the block and convolves without padding; with stride ``s`` a
     block of ``n * s`` frames gives ``n`` output frames, output frame ``j`` ending exactly at
-    input frame ``j * s + s - 1``. The new tail of the input is stored in place.
+    input frame ``j * s + s - 1``. The new tail of the input is stored in place, one row per
+    stream of the batch (made again, as silence, when the batch changes).
     """
 
     def __init__(
@@ -57,6 +58,8 @@ class CachedConv1d(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Convolve one block [1, in, n * stride] -> [1, out, n], continuing the last call."""
+        if self.cache.shape[0] != x.shape[0]:  # one cache row per stream (batch item)
+            self.cache = self.cache.new_zeros(x.shape[0], *self.cache.shape[1:])
         padded = torch.cat([self.cache, x], dim=-1)
         self.cache.copy_(padded[..., -self.context :].detach())
         return self.conv(padded)

@@ -228,7 +228,7 @@ class Server:
             f"audio      {self.backend.name}",
             f"input      {self.source.name if self.source else options.input}",
             f"block      {engine.block} (device block {self.device_block}), "
-            f"{options.latency_mode} mode",
+            f"{options.latency_mode} mode, graph optimised: {engine.optimize}",
             f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own",
             f"osc        listening on {self.osc.receiver.host}:{self.osc.port} "
             f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "

@@ -14,6 +14,7 @@ import bendserver as tb
 from bendserver.compat import has_forward_hooks
 from bendserver.passes import PASSES, optimize, run_passes
 from bendserver.passes.convolution import strided_conv1d
+from bendserver.tracing import is_guard
 
 
 def _graph(module, shape, ops=None):
@@ -109,6 +110,8 @@ def test_drive_is_rewritten_as_the_passes_say():
     cats = [n for n in nodes if n.target is torch.cat]
     assert len(cats) == 3 and all("out" in n.kwargs for n in cats), "preallocated caches"
     assert not [n for n in nodes if n.target == "detach"]
+    assert not [n for n in nodes if is_guard(n)], "the cache-batch checks are settled once"
+    assert not [n for n in nodes if n.target is getattr], "no shape read per block"
 
 
 def test_the_concatenation_keeps_allocating_when_its_value_leaves_the_block():
@@ -197,3 +200,24 @@ def test_run_passes_reports_what_changed():
     changed = run_passes(bended.build("forward", []))
     assert {"direct-calls", "preallocated-cache", "direct-attributes"} <= set(changed)
     assert "dilated-conv-as-matmul" not in changed, "no dilated convolution there"
+
+
+def test_a_guard_that_shapes_settle_goes_and_one_they_do_not_stays():
+    class Branchy(nn.Module):
+        def forward(self, x):
+            if x.shape[-1] > 4:  # settled by the fixed shape
+                x = x * 2
+            if x.sum() > 0:  # depends on the values: stays a guard
+                x = x + 1
+            return x
+
+    bended = tb.BendedModule(Branchy())
+    bended.trace(x=torch.ones(1, 8))
+    plain, optimised = bended.build("forward", []), optimize(bended.build("forward", []))
+    guards = [n for n in optimised.graph.nodes if is_guard(n)]
+    assert len(guards) == 1 and len([n for n in plain.graph.nodes if is_guard(n)]) == 2
+    with torch.inference_mode():
+        x = torch.ones(1, 8)
+        torch.testing.assert_close(optimised(x), plain(x))
+        with pytest.raises(tb.BendingError):
+            optimised(-x)  # the traced branch is not this input's

@@ -12,6 +12,7 @@ from .attributes import direct_attributes
 from .calls import direct_calls
 from .cleanup import dead_code, drop_detach, fold_constants
 from .convolution import dilated_conv_as_matmul
+from .shapes import fold_shapes
 from .streaming import preallocated_cache
 
 #: ``none``: the bended graph as traced; ``passes``: the pass pipeline (the default).
@@ -32,6 +33,7 @@ class GraphPass:
 
 #: In order: later passes match what earlier ones produce (functional convolutions, no detach).
 PASSES = (
+    GraphPass("fold-shapes", fold_shapes),
     GraphPass("direct-calls", direct_calls),
     GraphPass("dilated-conv-as-matmul", dilated_conv_as_matmul),
     GraphPass("drop-detach", drop_detach),

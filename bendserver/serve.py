@@ -67,6 +67,7 @@ class ServeOptions:
     #: OSCQuery's HTTP port; None: the OSC port + 10 (any free one with an ephemeral OSC
     #: port, or when that one is taken); 0: no OSCQuery.
     oscquery_port: int | None = None
+    zeroconf: bool = True  #: advertise OSCQuery over mDNS (``_oscjson._tcp``)
     audio: str | None = None  #: device or host API name, "null", or None for the default
     input: str = "silence"  #: "silence", a sound file (looped), or an input device name
     block: int | None = None  #: the model's block (None: the model's native block)
@@ -152,7 +153,7 @@ class Server:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
         name = f"bendserver {self.engine.model.name}"
         make = lambda p: OscQueryService(
-            self.controller, options.osc_host, p, self.osc.port, self.gate, name
+            self.controller, options.osc_host, p, self.osc.port, self.gate, name, options.zeroconf
         )
         try:
             return make(port)
@@ -270,7 +271,8 @@ class Server:
                 f"--audio NAME picks a device{hint}",
             )
         lines.append(
-            f"oscquery   {self.oscquery.url} (zeroconf: _oscjson._tcp)"
+            f"oscquery   {self.oscquery.url}"
+            + (" (zeroconf: _oscjson._tcp)" if options.zeroconf else " (not advertised)")
             if self.oscquery is not None
             else "oscquery   off (--oscquery-port N serves the namespace to OSCQuery clients)"
         )

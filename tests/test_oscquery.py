@@ -234,6 +234,15 @@ def test_ports_default_to_the_osc_port_plus_10_and_0_turns_oscquery_off():
         assert server.oscquery is None and "oscquery   off" in server.banner()
     finally:
         server.stop()
+    server = identity_server(osc_port=0, zeroconf=False)
+    try:
+        server.start()
+        assert server.oscquery.port != 0 and "(not advertised)" in server.banner()
+        assert get(server, "/engine/gain", "VALUE")[1] == {"VALUE": [1.0]}
+        time.sleep(0.3)
+        assert server.oscquery.advertised is None
+    finally:
+        server.stop()
 
 
 def test_a_taken_port_is_refused_when_given_and_replaced_when_default():

@@ -20,8 +20,9 @@ import logging
 import socket
 from typing import Any
 
+import ifaddr
 from aiohttp import WSMsgType, web
-from zeroconf import InterfaceChoice, ServiceInfo, get_all_addresses
+from zeroconf import InterfaceChoice, ServiceInfo
 from zeroconf.asyncio import AsyncZeroconf
 
 from ..audio.gate import ComputeGate
@@ -242,7 +243,7 @@ class OscQueryService(LoopThread):
                 port=self.port,
                 properties={"txtvers": "1"},
                 server=f"{socket.gethostname()}.local.",
-                parsed_addresses=get_all_addresses() if wildcard else [self.host],
+                parsed_addresses=_local_addresses() if wildcard else [self.host],
             )
             await (await zeroconf.async_register_service(info, allow_name_change=True))
             self.advertised = True
@@ -268,6 +269,11 @@ def _nodes(methods: dict[str, Any]) -> set[str]:
         parts = path.strip("/").split("/")
         found.update("/" + "/".join(parts[: depth + 1]) for depth in range(len(parts)))
     return found
+
+
+def _local_addresses() -> list[str]:
+    """The IPv4 addresses of this machine's interfaces (a wildcard host is reached at each)."""
+    return [ip.ip for adapter in ifaddr.get_adapters() for ip in adapter.ips if ip.is_IPv4]
 
 
 def _parent(path: str) -> str:

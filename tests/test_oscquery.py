@@ -270,7 +270,7 @@ def test_zeroconf_advertises_the_service_or_says_once_why_not(caplog):
         if server.oscquery.advertised:
             browser = Zeroconf(interfaces=["127.0.0.1"])
             try:
-                name = f"bendserver Identity {server.osc.port}._oscjson._tcp.local."
+                name = f"bendserver-Identity-{server.osc.port}._oscjson._tcp.local."
                 info = browser.get_service_info("_oscjson._tcp.local.", name, timeout=3000)
             finally:
                 browser.close()

@@ -100,6 +100,12 @@ class OscQueryService(LoopThread):
         host = "127.0.0.1" if self.host in _WILDCARDS else self.host
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
+    @property
+    def service_name(self) -> str:
+        """The zeroconf instance name: one word (Max and Pd split messages at spaces), with the
+        OSC port, so that two servers on one machine differ (``bendserver-drive-9000``)."""
+        return f"{self.name}-{self.osc_port}".replace(" ", "-")
+
     def host_info(self) -> Node:
         """The ``?HOST_INFO`` reply: the OSC server's port and transport, and what is supported
         (no ``OSC_IP`` on a wildcard host: clients then use the host they queried)."""
@@ -239,7 +245,7 @@ class OscQueryService(LoopThread):
             zeroconf = AsyncZeroconf(interfaces=InterfaceChoice.All if wildcard else [self.host])
             info = ServiceInfo(
                 SERVICE_TYPE,
-                f"{self.name} {self.osc_port}.{SERVICE_TYPE}",
+                f"{self.service_name}.{SERVICE_TYPE}",
                 port=self.port,
                 properties={"txtvers": "1"},
                 server=f"{socket.gethostname()}.local.",

@@ -282,3 +282,21 @@ def test_zeroconf_advertises_the_service_or_says_once_why_not(caplog):
         assert get(server, "/ping")[0] == 200, "served either way"
     finally:
         server.stop()
+
+
+def test_an_nn_tilde_file_has_its_attributes_as_nodes(tmp_path):
+    pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
+    from test_torchscript import nn_tilde_file
+
+    from bendserver.control import Controller
+    from bendserver.osc.namespace import Namespace
+
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256, fuse=False)
+    controller = Controller(engine)
+    namespace = Namespace(controller)
+    level = namespace.node("/attr/level")
+    assert level["TYPE"] == "f" and level["VALUE"] == [1.0] and level["ACCESS"] == 3
+    controller.dispatch("/attr/level", [0.5])
+    assert namespace.node("/attr/level")["VALUE"] == [0.5]
+    assert namespace.node("/attr/volume") is None
+    assert set(namespace.tree()["CONTENTS"]["attr"]["CONTENTS"]) == {"level"}

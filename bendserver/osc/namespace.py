@@ -10,11 +10,13 @@ follows ops added and removed and cannot disagree with what the server routes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from typing import Any
 
 from ..control import ADDRESSES, Address, Arg, Controller, route
+from ..engine.state import BendingState
 from ..errors import BendingError
 
 #: OSC type tags of the argument kinds; an on/off flag is an int (Max and Pd send numbers).
@@ -35,8 +37,9 @@ class Namespace:
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it."""
         found: dict[str, Address] = {}
+        state = self.controller.engine.state  # one snapshot: ops may change meanwhile
         for entry in ADDRESSES:
-            for path in self._expand(entry.parts, []):
+            for path in self._expand(state, entry.parts, []):
                 if route(path).entry is entry:  # a more literal entry may take it
                     found.setdefault(path, entry)
         return found
@@ -61,7 +64,7 @@ class Namespace:
             node.update(self._method(path, entry))
         for op in engine.state.ops:
             container = root["CONTENTS"]["bend"]["CONTENTS"].get(op.op_id)
-            if container is not None:
+            with contextlib.suppress(BendingError, TypeError):  # added or removed meanwhile
                 container["DESCRIPTION"] = f"op {engine.op(op.op_id).name} on {', '.join(op.keys)}"
         return root
 
@@ -82,17 +85,16 @@ class Namespace:
 
     # -- expansion and nodes -----------------------------------------------------------------
 
-    def _expand(self, parts: list[str], done: list[str]) -> Iterator[str]:
+    def _expand(self, state: BendingState, parts: list[str], done: list[str]) -> Iterator[str]:
         if not parts:
             yield "/" + "/".join(done)
             return
         word, rest = parts[0], parts[1:]
-        for value in self._fill(word, done) if word.startswith("<") else [word]:
-            yield from self._expand(rest, [*done, value])
+        for value in self._fill(state, word, done) if word.startswith("<") else [word]:
+            yield from self._expand(state, rest, [*done, value])
 
-    def _fill(self, word: str, done: list[str]) -> list[str]:
-        """The names a ``<placeholder>`` takes after the parts ``done``."""
-        state = self.controller.engine.state
+    def _fill(self, state: BendingState, word: str, done: list[str]) -> list[str]:
+        """The names a ``<placeholder>`` takes in ``state`` after the parts ``done``."""
         if word == "<id>":
             return state.op_ids
         if word == "<param>":

@@ -6,6 +6,7 @@ OSC messages, ops added or removed change the tree, and LISTEN pushes changes.""
 import json
 import logging
 import math
+import re
 import socket
 import time
 import urllib.error
@@ -300,3 +301,22 @@ def test_an_nn_tilde_file_has_its_attributes_as_nodes(tmp_path):
     assert namespace.node("/attr/level")["VALUE"] == [0.5]
     assert namespace.node("/attr/volume") is None
     assert set(namespace.tree()["CONTENTS"]["attr"]["CONTENTS"]) == {"level"}
+
+
+def test_the_cli_prints_where_oscquery_answers_and_0_turns_it_off():
+    from test_serve import start_cli
+
+    process, banner = start_cli("--audio", "null", "--osc-port", "0", "-p", "none")
+    try:
+        line = next(line for line in banner if line.startswith("oscquery"))
+        url = line.split()[1]
+        osc_port = int(re.search(r"listening on [\d.]+:(\d+)", "\n".join(banner))[1])
+        with urllib.request.urlopen(f"{url}/?HOST_INFO", timeout=5) as response:
+            assert json.loads(response.read())["OSC_PORT"] == osc_port
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)
+    process, banner = start_cli("--audio", "null", "--osc-port", "0", "--oscquery-port", "0")
+    process.terminate()
+    process.communicate(timeout=20)
+    assert any(line.startswith("oscquery   off") for line in banner)

@@ -252,6 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--osc-host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--osc-port", type=int, default=9000, help="OSC port to listen on")
     serve.add_argument("--reply-port", type=int, default=9001, help="port replies go to")
+    serve.add_argument(
+        "--oscquery-port",
+        type=int,
+        help="HTTP/WebSocket port of the OSCQuery namespace (default: the OSC port + 10; 0: off)",
+    )
+    serve.add_argument(
+        "--no-zeroconf",
+        dest="zeroconf",
+        action="store_false",
+        help="do not advertise OSCQuery over mDNS (clients then connect by address)",
+    )
     serve.add_argument("--reply-host", help="host replies go to (default: the sender's)")
     serve.add_argument("--audio", help="device or host API name (e.g. jack), or null")
     serve.add_argument("--input", default="silence", help="input device, sound file or silence")

@@ -31,12 +31,14 @@ Counters = Callable[[], dict[str, float]]
 @dataclass(frozen=True)
 class Arg:
     """One argument: ``kind`` is ``number`` (finite, within ``low``..``high``), ``flag``
-    (0 or 1), ``text`` (a string) or ``value`` (a number or a string)."""
+    (0 or 1), ``text`` (a string) or ``value`` (a number or a string). ``choices`` names the
+    ``/list`` whose reply are the values it takes (the OSCQuery namespace offers them)."""
 
     name: str
     kind: str = "number"
     low: float = -math.inf
     high: float = math.inf
+    choices: str = ""
 
     @property
     def label(self) -> str:
@@ -320,8 +322,6 @@ def _ping(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
     return [("/pong", [])]
 
 
-_NAMEARG = Arg("name", "text")
-
 ADDRESSES: tuple[Address, ...] = (
     Address(
         "/bend/<id>/<param>",
@@ -340,7 +340,7 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/bend/add",
         Schema(
-            (Arg("id", "text"), Arg("Op", "text"), Arg("key", "text")),
+            (Arg("id", "text"), Arg("Op", "text", choices="types"), Arg("key", "text")),
             (),
             (
                 Arg("param", "text"),
@@ -350,27 +350,30 @@ ADDRESSES: tuple[Address, ...] = (
         "add an op on the weights/activations matching key (graph rebuilt off the audio thread)",
         _add,
     ),
-    Address("/bend/remove", Schema((Arg("id", "text"),)), "remove an op", _remove),
+    Address("/bend/remove", Schema((Arg("id", "text", choices="ops"),)), "remove an op", _remove),
     Address("/bend/clear", Schema(), "remove every op", _clear),
     Address(
         "/interp",
-        Schema(repeated=(Arg("version", "text"), Arg("weight")), min_repeats=1),
+        Schema(repeated=(Arg("version", "text", choices="versions"), Arg("weight")), min_repeats=1),
         "weights of the version mix (normalised)",
         _interp,
         coalesce=True,
     ),
     Address(
-        "/version", Schema((_NAMEARG,)), "switch weight version (ends interpolating)", _version
+        "/version",
+        Schema((Arg("name", "text", choices="versions"),)),
+        "switch weight version (ends interpolating)",
+        _version,
     ),
     Address(
         "/preset/load",
-        Schema((_NAMEARG,)),
+        Schema((Arg("name", "text", choices="presets"),)),
         "load a preset: the user's presets folder first, then the shipped presets",
         _preset_load,
     ),
     Address(
         "/preset/save",
-        Schema((_NAMEARG,), (Arg("overwrite", "flag"),)),
+        Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
         "save the bending into the user's presets folder (1: replace one of that name)",
         _preset_save,
     ),

@@ -41,11 +41,14 @@ from .engine import StreamEngine
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
 from .osc import OscService
+from .osc.oscquery import OscQueryService
 from .presets import preset_for
 
 log = logging.getLogger("bendserver.serve")
 
 LATENCY_MODES = ("direct", "threaded")
+#: OSCQuery's default port: the OSC port plus this.
+OSCQUERY_OFFSET = 10
 #: The interpreter's thread switch interval while serving: the audio callback needs the GIL, and
 #: Python's default (5 ms) is longer than a 256-frame block at 48 kHz.
 SWITCH_INTERVAL = 0.0005
@@ -62,6 +65,10 @@ class ServeOptions:
     osc_port: int = 9000
     reply_port: int = 9001
     reply_host: str | None = None  #: None: the sender's host
+    #: OSCQuery's HTTP port; None: the OSC port + 10 (any free one with an ephemeral OSC
+    #: port, or when that one is taken); 0: no OSCQuery.
+    oscquery_port: int | None = None
+    zeroconf: bool = True  #: advertise OSCQuery over mDNS (``_oscjson._tcp``)
     audio: str | None = None  #: device or host API name, "null", or None for the default
     input: str = "silence"  #: "silence", a sound file (looped), or an input device name
     block: int | None = None  #: the model's block (None: the model's native block)
@@ -116,6 +123,9 @@ class Server:
                 options.allow,
             )
             self._parts.append(self.osc)
+            self.oscquery = self._oscquery()
+            if self.oscquery is not None:
+                self._parts.append(self.oscquery)
             self.callback = AudioCallback(self.processor, self.source, self.clock)
             self.backend = self._backend(device_input)
             self.reporter = Reporter(engine)
@@ -135,6 +145,26 @@ class Server:
             raise
         self.running = False
         self._switch_interval = sys.getswitchinterval()
+
+    def _oscquery(self) -> OscQueryService | None:
+        """The OSCQuery service on ``--oscquery-port`` (None when 0). A port given and taken is
+        refused; the default one taken (another server) gives way to one the OS chooses."""
+        options, port = self.options, self.options.oscquery_port
+        if port == 0:
+            return None
+        chosen = port is not None
+        if port is None:
+            port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
+        name = f"bendserver {self.engine.model.name}"
+        make = lambda p: OscQueryService(
+            self.controller, options.osc_host, p, self.osc.port, self.gate, name, options.zeroconf
+        )
+        try:
+            return make(port)
+        except BendingError:
+            if chosen or port == 0:
+                raise
+            return make(0)
 
     def _backend(self, device_input: str | None) -> DeviceBackend | NullBackend:
         engine, audio = self.engine, self.options.audio
@@ -168,6 +198,8 @@ class Server:
         self.processor.start()
         self.backend.start()
         self.osc.start()
+        if self.oscquery is not None:
+            self.oscquery.start()
         self.reporter.start()
         self.running = True
 
@@ -242,6 +274,12 @@ class Server:
                 "note       no default sound card: playing on the null backend; "
                 f"--audio NAME picks a device{hint}",
             )
+        lines.append(
+            f"oscquery   {self.oscquery.url}"
+            + (" (zeroconf: _oscjson._tcp)" if options.zeroconf else " (not advertised)")
+            if self.oscquery is not None
+            else "oscquery   off (--oscquery-port N serves the namespace to OSCQuery clients)"
+        )
         networks = [str(n) for n in self.osc.receiver.networks]
         if self.osc.receiver.host not in ("127.0.0.1", "::1", "localhost"):
             lines.append(

@@ -23,7 +23,8 @@ INTRO = """\
 `bendserver serve` listens for OSC over UDP (default `127.0.0.1:9000`) and replies to a fixed
 port (default 9001) of the sender's host, or of `--reply-host`: Max's `[udpreceive 9001]` and
 Pd's `[netreceive -u -b 9001]` receive the replies. `bendserver render --score` takes the same
-addresses as timed lines of text.
+addresses as timed lines of text. OSCQuery clients discover this address space, expanded over
+the live ops with their types, ranges and values ([serve.md](serve.md#discovery-oscquery)).
 
 ```sh
 oscsend localhost 9000 /bend/mask/prob f 0.3       # set a parameter at the next block

@@ -204,6 +204,7 @@ def test_hosts_outside_loopback_need_allow(replies, allowed):
         reply_port=replies.port,
         reply_host="127.0.0.1",
         allow=[f"{address}/32"] if allowed else [],
+        zeroconf=False,  # no mDNS announcement beyond loopback from a test
     )
     with Server(options, engine=scaled_identity()) as server:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:

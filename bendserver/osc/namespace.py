@@ -1,0 +1,165 @@
+"""The OSCQuery namespace: the control address table expanded over the live engine.
+
+Each pattern of :data:`bendserver.control.ADDRESSES` becomes the addresses a client can send
+now (``/bend/<id>/<param>`` one per parameter of each op of the pending state), described as the
+JSON nodes of the OSCQuery proposal: ``TYPE`` and ``RANGE`` from the argument schema (an op
+parameter's range from the op itself, names from the ``/list`` an argument's ``choices`` say),
+``VALUE`` from what ``/get`` replies, ``ACCESS`` from both. It is built anew for each query, so it
+follows ops added and removed and cannot disagree with what the server routes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from ..control import ADDRESSES, Address, Arg, Controller, route
+from ..engine.state import BendingState
+from ..errors import BendingError
+
+#: OSC type tags of the argument kinds; an on/off flag is an int (Max and Pd send numbers).
+TYPE_TAGS = {"number": "f", "flag": "i", "text": "s"}
+#: ACCESS bits of the proposal: the value may be read, the address may be sent to.
+READ, WRITE = 1, 2
+
+Node = dict[str, Any]
+
+
+class Namespace:
+    """The OSCQuery view of one controller's address space (read on the control side: the
+    engine's pending state and ``/get``, ``/list`` replies; nothing here touches the audio)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def methods(self) -> dict[str, Address]:
+        """Every address a client can send now, with the table entry that handles it."""
+        found: dict[str, Address] = {}
+        state = self.controller.engine.state  # one snapshot: ops may change meanwhile
+        for entry in ADDRESSES:
+            for path in self._expand(state, entry.parts, []):
+                if route(path).entry is entry:  # a more literal entry may take it
+                    found.setdefault(path, entry)
+        return found
+
+    def tree(self) -> Node:
+        """The root node, with every container and method under it."""
+        engine = self.controller.engine
+        root: Node = {
+            "FULL_PATH": "/",
+            "ACCESS": 0,
+            "DESCRIPTION": f"bendserver: {engine.model.name} ({engine.method}, "
+            f"{engine.sample_rate} Hz)",
+            "CONTENTS": {},
+        }
+        for path, entry in self.methods().items():
+            node, parts = root, path.strip("/").split("/")
+            for depth, part in enumerate(parts):
+                full = "/" + "/".join(parts[: depth + 1])
+                node = node.setdefault("CONTENTS", {}).setdefault(
+                    part, {"FULL_PATH": full, "ACCESS": 0}
+                )
+            node.update(self._method(path, entry))
+        for op in engine.state.ops:
+            container = root["CONTENTS"]["bend"]["CONTENTS"].get(op.op_id)
+            with contextlib.suppress(BendingError, TypeError):  # added or removed meanwhile
+                container["DESCRIPTION"] = f"op {engine.op(op.op_id).name} on {', '.join(op.keys)}"
+        return root
+
+    def node(self, path: str) -> Node | None:
+        """The node at ``path`` (``/``: the root), or None where there is none."""
+        node: Node | None = self.tree()
+        for part in (p for p in path.split("/") if p):
+            node = node.get("CONTENTS", {}).get(part) if node is not None else None
+        return node
+
+    def value(self, path: str) -> list[Any] | None:
+        """The pending value at ``path`` as ``/get`` replies it (None: nothing to read)."""
+        try:
+            replies = self.controller.dispatch("/get" + path)
+        except BendingError:
+            return None
+        return list(replies[0][1])
+
+    # -- expansion and nodes -----------------------------------------------------------------
+
+    def _expand(self, state: BendingState, parts: list[str], done: list[str]) -> Iterator[str]:
+        if not parts:
+            yield "/" + "/".join(done)
+            return
+        word, rest = parts[0], parts[1:]
+        for value in self._fill(state, word, done) if word.startswith("<") else [word]:
+            yield from self._expand(state, rest, [*done, value])
+
+    def _fill(self, state: BendingState, word: str, done: list[str]) -> list[str]:
+        """The names a ``<placeholder>`` takes in ``state`` after the parts ``done``."""
+        if word == "<id>":
+            return state.op_ids
+        if word == "<param>":
+            return [name for name, _ in state.op(done[-1]).params]
+        if word == "<name>":
+            return list(self.controller.engine.model.attributes)
+        return []  # <address> of /get: the VALUE of each node answers what /get does
+
+    def _method(self, path: str, entry: Address) -> Node:
+        schema = entry.schema
+        args = list(schema.required) + list(schema.repeated) * schema.min_repeats
+        value = self.value(path)
+        node: Node = {"FULL_PATH": path, "DESCRIPTION": entry.effect}
+        if args:
+            tags = "".join(_tag(arg, value[i] if value else None) for i, arg in enumerate(args))
+            ranges = [self._range(path, arg, index) for index, arg in enumerate(args)]
+            node["TYPE"] = tags
+            if any(ranges):
+                node["RANGE"] = ranges
+            if value is not None and len(value) == len(tags):
+                value = [_typed(tag, v) for tag, v in zip(tags, value, strict=True)]
+        param = _op_param(self.controller, path)
+        if param is not None and param.doc:
+            node["DESCRIPTION"] = f"{param.doc} ({entry.effect})"
+        node["ACCESS"] = (READ if value is not None else 0) | (WRITE if args else 0)
+        if value is not None:
+            node["VALUE"] = value
+        return node
+
+    def _range(self, path: str, arg: Arg, index: int) -> Node | None:
+        """The RANGE of one argument: MIN and MAX where bounded, VALS where named by a list."""
+        if arg.choices:
+            return {"VALS": self.controller.dispatch("/list", [arg.choices])[0][1]}
+        low, high = (0, 1) if arg.kind == "flag" else (arg.low, arg.high)
+        param = _op_param(self.controller, path) if index == 0 else None
+        if param is not None:
+            low, high = param.low, param.high
+        bounds = {"MIN": low, "MAX": high}
+        return {key: bound for key, bound in bounds.items() if math.isfinite(bound)} or None
+
+
+def _op_param(controller: Controller, path: str) -> Any:
+    """The op parameter (its ``Param``: range, doc) that ``path`` sets, or None."""
+    names = route(path).path
+    if "id" not in names or "param" not in names:
+        return None
+    try:
+        return controller.engine.op(names["id"]).param(names["param"])
+    except BendingError:  # removed since the state was read
+        return None
+
+
+def _tag(arg: Arg, value: Any) -> str:
+    """The OSC type tag of an argument (a ``value`` argument: the type of its value)."""
+    if arg.kind != "value":
+        return TYPE_TAGS[arg.kind]
+    if isinstance(value, str):
+        return "s"
+    return "i" if isinstance(value, (bool, int)) else "f"
+
+
+def _typed(tag: str, value: Any) -> Any:
+    """A value as its type tag says (``/get`` replies an on/off as 1.0)."""
+    if tag == "i" and isinstance(value, (bool, int, float)):
+        return int(value)
+    if tag == "f" and isinstance(value, (bool, int, float)):
+        return float(value)
+    return value

@@ -1,0 +1,286 @@
+"""OSCQuery for ``bendserver serve``: the namespace over HTTP, value changes over WebSocket.
+
+Clients such as ossia-max/ossia-pd, Chataigne or an OSCQuery browser discover the address space
+instead of typing it (the Vidvox OSCQuery proposal). aiohttp serves the JSON namespace
+(:mod:`bendserver.osc.namespace`), ``?HOST_INFO``, ``?<ATTRIBUTE>`` queries and, on the same port,
+the WebSocket where a client sends ``{"COMMAND": "LISTEN", "DATA": path}`` and receives each change
+of that value as a binary OSC message, and ``PATH_ADDED``/``PATH_REMOVED`` when ops come and go.
+It runs on an asyncio loop in a thread of its own, on the control side: it reads the engine's
+pending state (never the audio's) and waits for the compute gate as the control worker does.
+The service is advertised over zeroconf as ``_oscjson._tcp``; where multicast does not work
+that fails soft (one warning) and clients connect by address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from typing import Any
+
+import ifaddr
+from aiohttp import WSMsgType, web
+from zeroconf import InterfaceChoice, ServiceInfo
+from zeroconf.asyncio import AsyncZeroconf
+
+from ..audio.gate import ComputeGate
+from ..control import Controller
+from ..errors import BendingError
+from ..threads import LoopThread
+from .namespace import Namespace, Node
+from .replies import encode
+
+log = logging.getLogger("bendserver.oscquery")
+
+SERVICE_TYPE = "_oscjson._tcp.local."
+#: Seconds between looks at the engine's state, for LISTEN values and path changes.
+POLL = 0.02
+#: The node attributes a ``?ATTRIBUTE`` query may ask for.
+ATTRIBUTES = ("FULL_PATH", "CONTENTS", "TYPE", "VALUE", "RANGE", "ACCESS", "DESCRIPTION")
+#: What ``?HOST_INFO`` says this server does, in the proposal's names.
+EXTENSIONS = {
+    "ACCESS": True,
+    "VALUE": True,
+    "RANGE": True,
+    "DESCRIPTION": True,
+    "TAGS": False,
+    "EXTENDED_TYPE": False,
+    "UNIT": False,
+    "CRITICAL": False,
+    "CLIPMODE": False,
+    "LISTEN": True,
+    "PATH_CHANGED": False,
+    "PATH_RENAMED": False,
+    "PATH_ADDED": True,
+    "PATH_REMOVED": True,
+    "HTML": False,
+}
+_WILDCARDS = ("", "0.0.0.0", "::")
+
+
+class OscQueryService(LoopThread):
+    """Serves the OSCQuery namespace of ``controller`` on ``host:port`` (0: a port the OS
+    chooses), describing the OSC server on ``osc_port`` of the same host. The port is bound
+    here, so a busy one is refused before anything starts."""
+
+    def __init__(
+        self,
+        controller: Controller,
+        host: str,
+        port: int,
+        osc_port: int,
+        gate: ComputeGate | None = None,
+        name: str = "bendserver",
+        advertise: bool = True,
+    ) -> None:
+        self.namespace = Namespace(controller)
+        self.host, self.osc_port, self.name, self.advertise = host, osc_port, name, advertise
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            self._socket = socket.create_server((host, port), family=family)
+        except OSError as error:
+            raise BendingError(
+                f"cannot serve OSCQuery on {host}:{port} ({error.strerror}): another program "
+                "may use the port; pick another with --oscquery-port (0 turns OSCQuery off)"
+            ) from None
+        self.port: int = self._socket.getsockname()[1]
+        #: Whether zeroconf advertises the service: None until known (registering takes ~2 s).
+        self.advertised: bool | None = None
+        self._admission = gate.admission() if gate is not None else None
+        self._listeners: dict[web.WebSocketResponse, dict[str, list[Any] | None]] = {}
+        self._seen: object = None  # the engine state last looked at
+        self._paths: set[str] = set()  # the nodes of that state
+        super().__init__("oscquery")
+
+    @property
+    def url(self) -> str:
+        """Where clients query the namespace."""
+        host = "127.0.0.1" if self.host in _WILDCARDS else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    @property
+    def service_name(self) -> str:
+        """The zeroconf instance name: one word (Max and Pd split messages at spaces), with the
+        OSC port, so that two servers on one machine differ (``bendserver-drive-9000``)."""
+        return f"{self.name}-{self.osc_port}".replace(" ", "-")
+
+    def host_info(self) -> Node:
+        """The ``?HOST_INFO`` reply: the OSC server's port and transport, and what is supported
+        (no ``OSC_IP`` on a wildcard host: clients then use the host they queried)."""
+        info: Node = {
+            "NAME": self.name,
+            "EXTENSIONS": EXTENSIONS,
+            "OSC_PORT": self.osc_port,
+            "OSC_TRANSPORT": "UDP",
+        }
+        if self.host not in _WILDCARDS:
+            info["OSC_IP"] = self.host
+        return info
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving (and advertising); close the port even if never started."""
+        super().stop(timeout)
+        self._socket.close()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_get("/{path:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        await web.SockSite(runner, self._socket).start()
+        advertising = asyncio.create_task(self._advertise()) if self.advertise else None
+        try:
+            while not self._stop.is_set():
+                await asyncio.sleep(POLL)
+                if self._listeners:
+                    await self._push_changes()
+        finally:
+            for client in list(self._listeners):
+                await client.close()
+            if advertising is not None:
+                advertising.cancel()
+                await asyncio.gather(advertising, return_exceptions=True)
+            await runner.cleanup()
+
+    def _wait_gate(self) -> None:
+        """Keep out of the audio's way, as the control worker does (bendserver.audio.gate)."""
+        if self._admission is not None:
+            self._admission.wait(0.05)
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self._websocket(request)
+        self._wait_gate()
+        attribute = request.query_string.split("&")[0].split("=")[0].upper()
+        if attribute == "HOST_INFO":
+            return web.json_response(self.host_info())
+        node = self.namespace.node(request.path)
+        if node is None:
+            return web.Response(
+                status=404, text=f"no OSC address {request.path}; GET / for the namespace"
+            )
+        if not attribute:
+            return web.json_response(node)
+        if attribute not in ATTRIBUTES:
+            return web.Response(
+                status=400, text=f"unknown attribute {attribute}; one of {', '.join(ATTRIBUTES)}"
+            )
+        if attribute not in node:
+            return web.Response(status=204)
+        return web.json_response({attribute: node[attribute]})
+
+    # -- WebSocket: LISTEN, IGNORE, path changes ---------------------------------------------
+
+    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
+        client = web.WebSocketResponse()
+        await client.prepare(request)
+        if not self._listeners:  # nobody followed the paths until now
+            self._seen, self._paths = None, _nodes(self.namespace.methods())
+        listening: dict[str, list[Any] | None] = {}
+        self._listeners[client] = listening
+        try:
+            async for message in client:
+                if message.type == WSMsgType.TEXT:
+                    self._command(listening, message.data)
+        finally:
+            self._listeners.pop(client, None)
+        return client
+
+    def _command(self, listening: dict[str, list[Any] | None], text: str) -> None:
+        try:
+            command = json.loads(text)
+            name, path = command["COMMAND"], str(command["DATA"])
+        except (ValueError, KeyError, TypeError):
+            log.debug("OSCQuery: ignored a WebSocket message %r", text[:200])
+            return
+        if name == "LISTEN":
+            self._wait_gate()
+            listening[path] = self.namespace.value(path)
+        elif name == "IGNORE":
+            listening.pop(path, None)
+
+    async def _push_changes(self) -> None:
+        """Send each client the values it listens to that changed, and the paths added or
+        removed, once per change of the engine's pending state."""
+        state = self.namespace.controller.engine.state
+        if state is self._seen:
+            return
+        self._seen = state
+        self._wait_gate()
+        paths = _nodes(self.namespace.methods())
+        removed = [p for p in sorted(self._paths - paths) if _parent(p) in paths]
+        added = [p for p in sorted(paths - self._paths) if _parent(p) in self._paths]
+        self._paths = paths
+        texts = [json.dumps({"COMMAND": "PATH_REMOVED", "DATA": p}) for p in removed]
+        texts += [
+            json.dumps({"COMMAND": "PATH_ADDED", "DATA": self.namespace.node(p)}) for p in added
+        ]
+        for client, listening in list(self._listeners.items()):
+            with contextlib.suppress(ConnectionError):
+                for text in texts:
+                    await client.send_str(text)
+                for path, last in listening.items():
+                    value = self.namespace.value(path)
+                    if value is not None and value != last:
+                        listening[path] = value
+                        await client.send_bytes(encode(path, value))
+
+    # -- zeroconf ----------------------------------------------------------------------------
+
+    async def _advertise(self) -> None:
+        """Advertise ``_oscjson._tcp`` until cancelled; a failure is logged once and the
+        service goes on unadvertised."""
+        zeroconf: AsyncZeroconf | None = None
+        wildcard = self.host in _WILDCARDS
+        try:
+            zeroconf = AsyncZeroconf(interfaces=InterfaceChoice.All if wildcard else [self.host])
+            info = ServiceInfo(
+                SERVICE_TYPE,
+                f"{self.service_name}.{SERVICE_TYPE}",
+                port=self.port,
+                properties={"txtvers": "1"},
+                server=f"{socket.gethostname()}.local.",
+                parsed_addresses=_local_addresses() if wildcard else [self.host],
+            )
+            await (await zeroconf.async_register_service(info, allow_name_change=True))
+            self.advertised = True
+            await asyncio.Event().wait()  # until cancelled
+        except Exception as error:  # no multicast here: serve unadvertised
+            self.advertised = False
+            log.warning(
+                "OSCQuery is not advertised over zeroconf (%s); clients connect to %s by address",
+                error or type(error).__name__,
+                self.url,
+            )
+        finally:
+            if zeroconf is not None:
+                with contextlib.suppress(Exception):
+                    await zeroconf.async_unregister_all_services()
+                    await zeroconf.async_close()
+
+
+def _nodes(methods: dict[str, Any]) -> set[str]:
+    """Every node path of these methods: the methods and the containers above them."""
+    found = {"/"}
+    for path in methods:
+        parts = path.strip("/").split("/")
+        found.update("/" + "/".join(parts[: depth + 1]) for depth in range(len(parts)))
+    return found
+
+
+def _local_addresses() -> list[str]:
+    """The IPv4 addresses of this machine's interfaces (a wildcard host is reached at each)."""
+    return [ip.ip for adapter in ifaddr.get_adapters() for ip in adapter.ips if ip.is_IPv4]
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"

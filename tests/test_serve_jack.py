@@ -210,6 +210,9 @@ def test_control_latency_from_oscsend_to_the_output(jack, replies, tmp_path):
     )
     with live_server(replies, engine, input=str(sine_file(tmp_path))) as server:
         time.sleep(0.5)
+        settle = time.monotonic() + 5  # steady state: zeroconf's first seconds of probing over
+        while server.oscquery.advertised is None and time.monotonic() < settle:
+            time.sleep(0.1)
         port = server.osc.port
         script = (
             f"for i in $(seq {trials}); do oscsend localhost {port} /engine/gain f $((1 - i % 2)); "

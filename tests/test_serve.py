@@ -16,7 +16,6 @@ from streaming import CausalStack, Identity
 
 import bendserver as tb
 from bendserver.audio import DirectProcessor, Recorder, ThreadedProcessor
-from bendserver.audio.priority import CONTROL
 from bendserver.cli import main
 from bendserver.serve import ServeOptions, Server
 
@@ -121,20 +120,6 @@ def test_busy_osc_port_is_refused():
             )
     finally:
         first.stop()
-
-
-def test_the_intake_process_shares_the_control_workers_priority():
-    """A real-time control worker busy with a burst starves a normal-priority intake, and the
-    kernel then drops messages (measured: 5 000 of a 20 000-message burst, final values lost)."""
-    server = Server(
-        ServeOptions(audio="null", osc_port=0, oscquery_port=0), engine=tb.StreamEngine(Identity())
-    )
-    with server:
-        if not server.osc.realtime:
-            pytest.skip("this system refuses real-time priority (no root, no rtprio limit)")
-        intake = server.osc.receiver.process.pid
-        assert os.sched_getscheduler(intake) == os.SCHED_FIFO
-        assert os.sched_getparam(intake).sched_priority == CONTROL
 
 
 # -- processors, latency, recording ------------------------------------------------------------

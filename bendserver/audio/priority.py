@@ -23,17 +23,10 @@ AUDIO_WORKER = 4
 CONTROL = 2
 
 
-def set_realtime(
-    priority: int, thread: threading.Thread | None = None, pid: int | None = None
-) -> bool:
-    """Give ``thread`` (default: the calling thread), or the main thread of process ``pid``,
-    SCHED_FIFO at ``priority``; False if the system refuses (no permission) or has no such
-    scheduler."""
-    native = (
-        pid
-        if pid is not None
-        else (threading.get_native_id() if thread is None else thread.native_id)
-    )
+def set_realtime(priority: int, thread: threading.Thread | None = None) -> bool:
+    """Give ``thread`` (default: the calling thread) SCHED_FIFO at ``priority``; False if the
+    system refuses (no permission) or has no such scheduler."""
+    native = threading.get_native_id() if thread is None else thread.native_id
     try:
         os.sched_setscheduler(native or 0, os.SCHED_FIFO, os.sched_param(priority))
     except (AttributeError, OSError) as error:

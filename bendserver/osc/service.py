@@ -54,12 +54,9 @@ class OscService:
 
     def start(self) -> None:
         """Start the worker, at a real-time priority below the audio's where allowed (see
-        :mod:`bendserver.audio.priority`: a thread holding the GIL must not be preempted), and
-        give the intake process the same priority: a real-time worker busy with a burst would
-        otherwise starve it, and the kernel would drop what it cannot read in time."""
+        :mod:`bendserver.audio.priority`: a thread holding the GIL must not be preempted)."""
         self.worker.start()
         self.realtime = set_realtime(CONTROL, self.worker.thread)
-        set_realtime(CONTROL, pid=self.receiver.process.pid)
 
     def stop(self) -> None:
         """Stop the worker, then the intake; close the reply socket."""

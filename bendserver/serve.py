@@ -78,6 +78,7 @@ class ServeOptions:
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
     no_fuse: bool = False  #: play the model's output without the output fuse
     optimize: str = "passes"  #: how the bended graph is optimised (none, passes)
+    device: str = "cpu"  #: where the model runs: cpu, cuda or cuda:N
     models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
     version: list[str] = field(default_factory=list)  #: weight files added as versions
 
@@ -274,7 +275,7 @@ class Server:
 def _engine(options: ServeOptions) -> StreamEngine:
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
-    model = load_model(options.model, search=options.models_dir)
+    model = load_model(options.model, options.device, search=options.models_dir)
     add_versions(model, options.version)
     preset = preset_for(model, options.preset)
     channels = options.channels or _file_channels(options.input)
@@ -282,6 +283,7 @@ def _engine(options: ServeOptions) -> StreamEngine:
         model,
         options.method,
         block=options.block,
+        device=options.device,
         preset=preset,
         fuse=not options.no_fuse,
         optimize=options.optimize,

@@ -162,8 +162,9 @@ def test_parameters_ramps_and_weights_are_seen_by_replays():
         engine.set_param("holes", "prob", 0.9)
     outputs = _play_alike(engines, _blocks(6, seed=2))
     assert not np.allclose(outputs[0], outputs[-1], atol=1e-3)
+    other = CausalStack().state_dict()
     for engine in engines:
-        engine.bended.create_version("other", CausalStack().to(engine.device))
+        engine.bended.create_version("other", {k: v.to(engine.device) for k, v in other.items()})
         engine.set_interpolation({"_default": 0.5, "other": 0.5})
     _play_alike(engines, _blocks(3, seed=3))
 

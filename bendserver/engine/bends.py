@@ -265,7 +265,15 @@ class Bends:
         payload.enabled = [(self.live[uid].op, flag) for uid, flag in plan.enabled]
         if plan.structure is not None:
             payload.forward = self.forward(plan.structure)
+        self._computed()
         return payload
+
+    def _computed(self) -> None:
+        """On a GPU, wait until this thread's stream has computed what was prepared: the audio
+        side reads it on its own stream, which does not wait for this one."""
+        first = next(iter(self.bank.slots.values()), None)
+        if first is not None and first.is_cuda:
+            torch.cuda.current_stream(first.device).synchronize()
 
     def weight(self, state: BendingState, name: str) -> torch.Tensor:
         """Weight ``name`` as ``state`` bends it."""

@@ -142,6 +142,8 @@ class StreamEngine:
         if preset is not None:
             self.load_preset(preset)
             self.apply_due()
+        if self._transfer is not None:  # what was set up on other streams, done before a block
+            torch.cuda.synchronize(self.device)
 
     def _check_block(self) -> None:
         """Refuse a block the model cannot stream, naming blocks it can."""
@@ -355,7 +357,7 @@ class StreamEngine:
         if self._transfer is None:
             self._apply_commands(due)
         elif due:
-            with self._transfer.on_stream():
+            with self._on_device_stream():
                 self._apply_commands(due)
             self._transfer.settle()  # the control side may free what the copies read
         for command in due:
@@ -405,9 +407,13 @@ class StreamEngine:
         if payload.reset:
             self.reset_state()
 
+    def _on_device_stream(self) -> contextlib.AbstractContextManager:
+        """Device work queued on the stream the blocks run on (the CPU: nothing to do)."""
+        return contextlib.nullcontext() if self._transfer is None else self._transfer.on_stream()
+
     def reset_state(self) -> None:
         """Clear the streaming state (caches) and the fuse's filter, right now."""
-        with torch.no_grad():
+        with torch.no_grad(), self._on_device_stream():
             for buffer, initial in self._initial_state:
                 buffer.copy_(initial)
         if self.fuse is not None:

@@ -226,6 +226,7 @@ class Server:
             f"model      {engine.model.name} ({engine.method}, {engine.sample_rate} Hz, "
             f"{engine.in_channels} -> {engine.out_channels} ch), "
             f"ops {sorted(engine.ops) or 'none'}",
+            f"runs on    {engine.runs_on}",
             f"audio      {self.backend.name}",
             f"input      {self.source.name if self.source else options.input}",
             f"block      {engine.block} (device block {self.device_block}), "

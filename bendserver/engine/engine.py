@@ -662,6 +662,19 @@ class StreamEngine:
 
     # -- reporting ---------------------------------------------------------------------------
 
+    @property
+    def runs_on(self) -> str:
+        """Where blocks run, in words: ``cpu``, ``cuda:0 (CUDA graph)``, ``cuda:0 (eager
+        CUDA...)`` with the reason a capture failed."""
+        if self._on_cpu:
+            return "cpu"
+        graphs = self.cuda_graphs
+        if graphs is None:
+            return f"{self.device} (eager CUDA)"
+        if graphs.failure is not None:
+            return f"{self.device} (eager CUDA: the capture failed, {graphs.failure})"
+        return f"{self.device} (CUDA graph)"
+
     def stats_dict(self) -> dict[str, float]:
         stats = {
             "blocks": self.stats.blocks,

@@ -14,7 +14,7 @@ from streaming import CausalStack, twin
 import bendserver as tb
 from bendserver.cli import build_parser, main
 from bendserver.engine.bends import Bends
-from bendserver.engine.cuda_graph import CudaGraphs, Replay
+from bendserver.engine.cuda_graph import CudaGraphs, Replay, _scratch
 from bendserver.loader import resolve_device
 
 BLOCK = 256
@@ -33,6 +33,7 @@ def _blocks(count, channels=1, seed=0):
 def test_device_names_are_checked():
     assert resolve_device("cpu") == torch.device("cpu")
     assert resolve_device("cpu:0") == torch.device("cpu")
+    assert tb.StreamEngine(CausalStack(), block=BLOCK).runs_on == "cpu"
     for wrong in ("gpu", "cuda:x", ""):
         with pytest.raises(tb.BendingError, match="a device is cpu, cuda or cuda:N"):
             resolve_device(wrong)
@@ -43,6 +44,22 @@ def test_device_names_are_checked():
 def test_cuda_without_a_cuda_device_says_what_to_do(device):
     with pytest.raises(tb.BendingError, match="this machine has no CUDA device; use --device cpu"):
         tb.StreamEngine("drive", device=device)
+
+
+def test_a_warm_up_writes_scratch_copies_of_the_state():
+    module = CausalStack()
+    module(torch.randn(1, 1, BLOCK))
+    scripted = torch.jit.script(module)
+    for target in (module, scripted):
+        state = list(target.buffers())
+        before = [b.clone() for b in state]
+        with torch.inference_mode(), _scratch(state):
+            target(torch.randn(1, 1, BLOCK))
+            assert not all(torch.equal(b, v) for b, v in zip(state, before, strict=True))
+        for buffer, value in zip(state, before, strict=True):
+            assert torch.equal(buffer, value), "what plays meanwhile keeps its caches"
+        target(torch.randn(1, 1, BLOCK))
+        assert not torch.equal(state[0], before[0]), "and later calls write them again"
 
 
 def test_device_option_of_serve_render_and_bench():

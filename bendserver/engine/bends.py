@@ -147,6 +147,8 @@ class Bends:
         }
         uid = next(self._uids)
         twin = copy.deepcopy(op)
+        if self._cuda_graphs is not None:  # a capture reads a CPU scalar once, a device one live
+            op.to(self._cuda_graphs.input.device)
         self.live[uid] = LiveOp(op, twin, tuple(keys), states, targets.activations, targets.folds)
         op.on_set = _router(self._route, uid)
         return OpState(op_id, uid, tuple(keys), tuple(op.values().items()), op.enabled)

@@ -37,7 +37,7 @@ from ..passes import OPTIMIZE_MODES, optimize
 from ..presets import Preset, load_preset
 from ..tracing import restoring_buffers
 from .bends import Bends, Payload
-from .commands import Command, CommandQueue, Ramp
+from .commands import CommandQueue, Ramp
 from .cuda_graph import CudaGraphs
 from .fuse import OutputFuse
 from .state import BendingState, OpState
@@ -353,28 +353,23 @@ class StreamEngine:
     def apply_due(self) -> None:
         """Apply the changes due at this block and advance the ramps (audio side: the first
         step of :meth:`process`)."""
-        due = self.commands.due(self.time)
-        if self._transfer is None:
-            self._apply_commands(due)
-        elif due:
-            with self._on_device_stream():
-                self._apply_commands(due)
-            self._transfer.settle()  # the control side may free what the copies read
-        for command in due:
-            self.commands.finish(command)
-        finished = [key for key, ramp in self._ramps.items() if not ramp.advance()]
+        with self._on_device_stream():  # on a GPU: weight copies and parameter writes
+            due = self.commands.due(self.time)
+            for command in due:
+                if not command.cancelled:
+                    try:
+                        self._apply(command.payload)
+                        self.commands.applied += 1
+                    except Exception as error:  # a change must never stop the stream
+                        self.stats.errors += 1
+                        self._failed(f"change {command.what!r}", error)
+            if due and self._transfer is not None:
+                self._transfer.settle()  # the control side may then free what the copies read
+            for command in due:
+                self.commands.finish(command)
+            finished = [key for key, ramp in self._ramps.items() if not ramp.advance()]
         for key in finished:
             del self._ramps[key]
-
-    def _apply_commands(self, due: list[Command]) -> None:
-        for command in due:
-            if not command.cancelled:
-                try:
-                    self._apply(command.payload)
-                    self.commands.applied += 1
-                except Exception as error:  # a change must never stop the stream
-                    self.stats.errors += 1
-                    self._failed(f"change {command.what!r}", error)
 
     def _apply(self, payload: Payload) -> None:
         """Swap a prepared change in (audio thread): pointer swaps and scalar writes only; a

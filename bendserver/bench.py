@@ -3,8 +3,10 @@
 Per block size: the raw eager module, then the engine unbended and with a preset, each with the
 graph as traced (``optimize none``) and optimised, called in turn (so machine noise hits all
 alike), reported as p50/p99/max per block, ratios of
-medians to raw eager, and the real-time factor (block duration / p50). Also the cost of applying
-a weight change (an interpolation of every weight) at a block boundary on a 10 M-parameter model.
+medians to raw eager, and the real-time factor (block duration / p50). On a CUDA device each
+engine runs twice, as a CUDA graph and eager CUDA, every figure including the transfers to and
+from the host. Also the cost of applying a weight change (an interpolation of every weight) at a
+block boundary on a 10 M-parameter model.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 from torch import nn
 
 from .engine import StreamEngine
-from .loader import load_model
+from .loader import load_model, resolve_device
 from .presets import preset_for
 
 
@@ -42,11 +44,13 @@ def bench_blocks(
     preset: str | None = None,
     search: Sequence[str] = (),
     optimize: str = "passes",
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Engine vs raw eager for each block size (``search``: more model folders), the engine
-    with ``optimize none`` and ``optimize``."""
+    with ``optimize none`` and ``optimize``, on ``device``."""
     return {
-        str(block): bench_block(model, block, calls, preset, search, optimize) for block in blocks
+        str(block): bench_block(model, block, calls, preset, search, optimize, device)
+        for block in blocks
     }
 
 
@@ -57,25 +61,35 @@ def bench_block(
     preset: str | None,
     search: Sequence[str] = (),
     optimize: str = "passes",
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    raw_model = load_model(model, search=search)
+    """One block size: raw eager and the engines, called in turn (see the module)."""
+    raw_model = load_model(model, device, search=search)
     preset = preset_for(raw_model, preset)
+    on_cuda = resolve_device(device).type == "cuda"
+    runners = {"cuda graph": True, "eager cuda": False} if on_cuda else {"": False}
     engines: dict[str, StreamEngine] = {}
     for mode in dict.fromkeys(("none", optimize)):
         for bending in (None, preset) if preset else (None,):
-            name = f"engine{f' + preset {bending}' if bending else ' unbended'} ({mode})"
-            engines[name] = StreamEngine(
-                load_model(model, search=search), block=block, preset=bending, optimize=mode
-            )
+            for runner, captured in runners.items():
+                name = f"engine{f' + preset {bending}' if bending else ' unbended'} ({mode}"
+                engines[f"{name}{f', {runner}' if runner else ''})"] = StreamEngine(
+                    load_model(model, device, search=search),
+                    block=block,
+                    preset=bending,
+                    optimize=mode,
+                    device=device,
+                    cuda_graph=captured,
+                )
     plain = next(iter(engines.values()))
     rng = np.random.default_rng(0)
     audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
     tensor = torch.from_numpy(audio).unsqueeze(0)
     forward = getattr(raw_model.module, plain.method)
 
-    def raw() -> None:
+    def raw() -> None:  # on a GPU: the copies to and from it included, as the engine's are
         with torch.inference_mode():
-            forward(tensor)
+            forward(tensor.to(plain.device)).cpu()
 
     runs = {"raw eager": raw}
     runs.update({name: functools.partial(e.process, audio) for name, e in engines.items()})
@@ -149,11 +163,11 @@ def format_results(results: dict[str, Any], apply: list[dict]) -> str:
     for block, entry in results.items():
         lines.append(f"block {block} ({entry['block_ms']:.2f} ms of audio)")
         lines.append(
-            f"  {'':40} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'/ raw':>7} {'x realtime':>11}"
+            f"  {'':52} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'/ raw':>7} {'x realtime':>11}"
         )
         for name, s in entry["runs"].items():
             lines.append(
-                f"  {name:40} {s['p50_ms']:8.3f} {s['p99_ms']:8.3f} {s['max_ms']:8.3f} "
+                f"  {name:52} {s['p50_ms']:8.3f} {s['p99_ms']:8.3f} {s['max_ms']:8.3f} "
                 f"{s['ratio_p50']:6.2f}x {s['realtime_x']:10.1f}x"
             )
     for entry in apply:

@@ -81,12 +81,13 @@ def _render(args: argparse.Namespace) -> int:
     total = sum(info.duration for info in infos)
     with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
         for source, target, info in zip(inputs, targets, infos, strict=True):
-            model = load_model(args.model, search=args.models_dir)
+            model = load_model(args.model, args.device, search=args.models_dir)
             add_versions(model, args.version)
             channels = 1 if args.mono else info.channels
             engine = StreamEngine(
                 model,
                 block=args.block,
+                device=args.device,
                 preset=preset_for(model, args.preset),
                 fuse=not args.no_fuse,
                 optimize=args.optimize,
@@ -162,7 +163,13 @@ def _bench(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     results = bench_blocks(
-        args.model, args.block, args.calls, args.preset, args.models_dir, args.optimize
+        args.model,
+        args.block,
+        args.calls,
+        args.preset,
+        args.models_dir,
+        args.optimize,
+        args.device,
     )
     apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
@@ -232,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="none: the bended graph as traced; passes (default): the optimising passes "
         "(docs/engine.md)",
     )
+    devices = argparse.ArgumentParser(add_help=False)
+    devices.add_argument(
+        "--device",
+        default="cpu",
+        help="where the model runs: cpu (default), cuda or cuda:N (pinned transfers, the "
+        "bended graph captured as a CUDA graph; docs/engine.md)",
+    )
     threads = argparse.ArgumentParser(add_help=False)
     threads.add_argument(
         "--threads",
@@ -242,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        parents=[models, versions, threads, optimizing],
+        parents=[models, versions, threads, optimizing, devices],
         help="play a model live, controlled over OSC",
     )
     serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
@@ -303,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = commands.add_parser(
         "render",
-        parents=[models, versions, threads, optimizing],
+        parents=[models, versions, threads, optimizing, devices],
         help="render sound files through a bended model",
     )
     render.add_argument(
@@ -345,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
-        parents=[models, threads, optimizing],
+        parents=[models, threads, optimizing, devices],
         help="engine vs raw eager, per block size, in one process",
     )
     bench.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")

@@ -78,6 +78,29 @@ class LoadedModel:
         return self.methods[name]
 
 
+def resolve_device(device: str | torch.device) -> torch.device:
+    """The torch device named ``cpu``, ``cuda`` or ``cuda:N`` (``cuda``: the current one, by
+    index, as tensors report theirs), refused with what to do when this machine has no such
+    device (before any weight is loaded)."""
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda"):
+        raise BendingError(f"a device is cpu, cuda or cuda:N (e.g. cuda:0), not {device!r}")
+    if resolved.type == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise BendingError("this machine has no CUDA device; use --device cpu")
+    count = torch.cuda.device_count()
+    index = torch.cuda.current_device() if resolved.index is None else resolved.index
+    if index >= count:
+        raise BendingError(
+            f"no CUDA device {index}: this machine has {count} (cuda:0 to cuda:{count - 1})"
+        )
+    return torch.device("cuda", index)
+
+
 def load_model(
     source: str | Path | nn.Module | LoadedModel,
     device: str | torch.device = "cpu",
@@ -94,6 +117,7 @@ def load_model(
         return source
     if isinstance(source, nn.Module):
         return _from_module(type(source).__name__, source)
+    device = resolve_device(device)
     text = str(source)
     if re.fullmatch(r".+\.py:[A-Za-z_]\w*", text):
         file, class_name = text.rsplit(":", 1)
@@ -101,7 +125,7 @@ def load_model(
         return _from_module(class_name, module)
     path = Path(text)
     if path.suffix in TORCHSCRIPT_SUFFIXES and path.is_file():
-        return _from_torchscript(path, torch.device(device))
+        return _from_torchscript(path, device)
     folders = model_search_path(search)
     if not (path / "manifest.toml").is_file() and re.fullmatch(r"[\w-]+", text):
         path = next((f / text for f in folders if (f / text / "manifest.toml").is_file()), path)
@@ -113,7 +137,7 @@ def load_model(
             f"{', '.join(str(f) for f in folders)}; add folders with --models-dir or "
             "BENDSERVER_MODELS)"
         )
-    return _from_folder(path, torch.device(device))
+    return _from_folder(path, device)
 
 
 def _from_folder(path: Path, device: torch.device) -> LoadedModel:

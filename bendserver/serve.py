@@ -85,6 +85,7 @@ class ServeOptions:
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
     no_fuse: bool = False  #: play the model's output without the output fuse
     optimize: str = "passes"  #: how the bended graph is optimised (none, passes)
+    device: str = "cpu"  #: where the model runs: cpu, cuda or cuda:N
     models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
     version: list[str] = field(default_factory=list)  #: weight files added as versions
 
@@ -257,6 +258,7 @@ class Server:
             f"model      {engine.model.name} ({engine.method}, {engine.sample_rate} Hz, "
             f"{engine.in_channels} -> {engine.out_channels} ch), "
             f"ops {sorted(engine.ops) or 'none'}",
+            f"runs on    {engine.runs_on}",
             f"audio      {self.backend.name}",
             f"input      {self.source.name if self.source else options.input}",
             f"block      {engine.block} (device block {self.device_block}), "
@@ -312,7 +314,7 @@ class Server:
 def _engine(options: ServeOptions) -> StreamEngine:
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
-    model = load_model(options.model, search=options.models_dir)
+    model = load_model(options.model, options.device, search=options.models_dir)
     add_versions(model, options.version)
     preset = preset_for(model, options.preset)
     channels = options.channels or _file_channels(options.input)
@@ -320,6 +322,7 @@ def _engine(options: ServeOptions) -> StreamEngine:
         model,
         options.method,
         block=options.block,
+        device=options.device,
         preset=preset,
         fuse=not options.no_fuse,
         optimize=options.optimize,

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 from jack import Replies, free_port, oscsend, stats
 from streaming import CausalStack, Identity
 
@@ -60,6 +61,7 @@ def test_cli_serves_and_stops_cleanly_with_a_valid_recording(tmp_path, sig):
         text = "\n".join(banner)
         assert "CausalStack" in text and "null (no sound card" in text
         assert "block      256" in text and "latency    0 samples (0.00 ms)" in text
+        assert "runs on    cpu" in text
         assert f"127.0.0.1:{port}" in text and f":{replies.port}" in text
         assert f"try        oscsend localhost {port} /engine/gain f 0.5" in text
         oscsend(port, "/engine/gain", "f", 0.5)
@@ -101,6 +103,11 @@ def test_cli_stops_after_duration_and_prints_a_summary():
         (["--audio", "null", "--input", "microphone"], "the null backend has no input"),
         (["--audio", "null", "--allow", "10.0.0.0/99"], "CIDR notation"),
         (["--audio", "null", "--record", "take.mp4"], "the format follows the extension"),
+        pytest.param(
+            ["--audio", "null", "--device", "cuda"],
+            "this machine has no CUDA device; use --device cpu",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA"),
+        ),
     ],
 )
 def test_cli_refusals_say_what_to_do(extra, message, tmp_path, monkeypatch, capsys):

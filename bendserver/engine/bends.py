@@ -10,10 +10,11 @@ needs, for the audio thread to swap in.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +25,14 @@ from ..bending.base import BendingOp, State
 from ..errors import BendingError
 from ..module import BendedModule
 from .commands import Ramp
+from .cuda_graph import CudaGraphs
 from .state import OP_ID, BendingState, OpState
 
 #: What a weight's value depends on: version, interpolation, and its ops (id, params, enabled).
 Signature = tuple[Any, ...]
+#: What a graph module depends on: its activation ops in order, as ``(uid, keys, enabled)``
+#: (``enabled`` None where the graph reads the op's flag as it runs).
+Structure = tuple[tuple[int, tuple[str, ...], bool | None], ...]
 
 
 @dataclass
@@ -61,7 +66,7 @@ class Plan:
     params: tuple[tuple[int, str, float, int], ...] = ()
     enabled: tuple[tuple[int, bool], ...] = ()
     settings: tuple[tuple[str, Any], ...] = ()
-    structure: tuple[tuple[int, tuple[str, ...]], ...] | None = None
+    structure: Structure | None = None
     reset: bool = False
     attributes: tuple[tuple[str, Any], ...] = ()
 
@@ -105,16 +110,21 @@ class Bends:
         method: str,
         route: Callable[[int, str, float], None],
         optimize: Callable[[torch.fx.GraphModule], Callable[..., Any]],
+        graphs: CudaGraphs | None = None,
     ) -> None:
         """``route(uid, name, value)``: a bound method of the engine, called when a live op's
-        parameter is assigned from Python; ``optimize``: what each built graph goes through."""
+        parameter is assigned from Python; ``optimize``: what each built graph goes through;
+        ``graphs``: the engine's CUDA graph capture, if any (while it captures, switching an
+        activation op on or off builds another graph: a captured graph runs the ops that were
+        on when it was captured)."""
         self.bended = bended
         self._optimize = optimize
         self.bank = bended.weight_bank
         self.method = method
         self.live: dict[int, LiveOp] = {}
         self._route = weakref.WeakMethod(route)
-        self._graphs: dict[tuple[tuple[int, tuple[str, ...]], ...], Callable[..., Any]] = {}
+        self._cuda_graphs = graphs
+        self._graphs: dict[Structure, Callable[..., Any]] = {}
         self._uids = itertools.count(1)
 
     # -- ops ---------------------------------------------------------------------------------
@@ -137,6 +147,8 @@ class Bends:
         }
         uid = next(self._uids)
         twin = copy.deepcopy(op)
+        if self._cuda_graphs is not None:  # a capture reads a CPU scalar once, a device one live
+            op.to(self._cuda_graphs.input.device)
         self.live[uid] = LiveOp(op, twin, tuple(keys), states, targets.activations, targets.folds)
         op.on_set = _router(self._route, uid)
         return OpState(op_id, uid, tuple(keys), tuple(op.values().items()), op.enabled)
@@ -157,7 +169,7 @@ class Bends:
         used = {op.uid for state in states for op in state.ops}
         self.discard(uid for uid in list(self.live) if uid not in used)
         self._graphs = {
-            key: graph for key, graph in self._graphs.items() if all(u in used for u, _ in key)
+            key: graph for key, graph in self._graphs.items() if all(e[0] in used for e in key)
         }
 
     def discard(self, uids: Iterable[int]) -> None:
@@ -213,9 +225,15 @@ class Bends:
             attributes,
         )
 
-    def structure(self, state: BendingState) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    def structure(self, state: BendingState) -> Structure:
         """The activation ops of ``state`` in order: what its graph module depends on."""
-        return tuple((op.uid, op.keys) for op in state.ops if self.live[op.uid].activations)
+        graphs = self._cuda_graphs
+        flags = graphs is not None and graphs.failure is None
+        return tuple(
+            (op.uid, op.keys, op.enabled if flags else None)
+            for op in state.ops
+            if self.live[op.uid].activations
+        )
 
     def signature(self, state: BendingState, name: str) -> Signature:
         ops = tuple(
@@ -249,7 +267,15 @@ class Bends:
         payload.enabled = [(self.live[uid].op, flag) for uid, flag in plan.enabled]
         if plan.structure is not None:
             payload.forward = self.forward(plan.structure)
+        self._computed()
         return payload
+
+    def _computed(self) -> None:
+        """On a GPU, wait until this thread's stream has computed what was prepared: the audio
+        side reads it on its own stream, which does not wait for this one."""
+        first = next(iter(self.bank.slots.values()), None)
+        if first is not None and first.is_cuda:
+            torch.cuda.current_stream(first.device).synchronize()
 
     def weight(self, state: BendingState, name: str) -> torch.Tensor:
         """Weight ``name`` as ``state`` bends it."""
@@ -261,13 +287,28 @@ class Bends:
         ]
         return self.bank.bended(name, state.version, state.interpolation, chain)
 
-    def forward(self, structure: tuple[tuple[int, tuple[str, ...]], ...]) -> Callable[..., Any]:
-        """The bended graph's ``forward`` for an activation structure (built and optimised
-        once)."""
+    def forward(self, structure: Structure) -> Callable[..., Any]:
+        """The bended graph's ``forward`` for an activation structure (built, optimised and
+        captured once, the ops switched as the structure says while that runs)."""
         if structure not in self._graphs:
-            bends = [(self.live[uid].op, keys) for uid, keys in structure]
-            self._graphs[structure] = self._optimize(self.bended.build(self.method, bends))
+            bends = [(self.live[uid].op, keys) for uid, keys, _ in structure]
+            with self._enabled_as(structure):
+                self._graphs[structure] = self._optimize(self.bended.build(self.method, bends))
         return self._graphs[structure]
+
+    @contextlib.contextmanager
+    def _enabled_as(self, structure: Structure) -> Iterator[None]:
+        """The live ops switched as ``structure`` says, meanwhile: a capture runs them so.
+        Only where the structure holds the flags, so no eager graph that plays reads them."""
+        switched = [(self.live[uid].op, on) for uid, _, on in structure if on is not None]
+        before = [op.enabled for op, _ in switched]
+        for op, on in switched:
+            op.enabled = on
+        try:
+            yield
+        finally:
+            for (op, _), enabled in zip(switched, before, strict=True):
+                op.enabled = enabled
 
 
 def _router(route: weakref.WeakMethod, uid: int) -> Callable[[str, float], None]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import logging
 import math
 import threading
 import time
@@ -31,16 +32,20 @@ from ..audiofile import fit_length, resample_audio
 from ..bending.base import BendingOp
 from ..bending.config import BendingConfig
 from ..errors import BendingError
-from ..loader import LoadedModel, load_model
+from ..loader import LoadedModel, load_model, resolve_device
 from ..passes import OPTIMIZE_MODES, optimize
 from ..presets import Preset, load_preset
 from ..tracing import restoring_buffers
 from .bends import Bends, Payload
 from .commands import CommandQueue, Ramp
+from .cuda_graph import CudaGraphs
 from .fuse import OutputFuse
 from .state import BendingState, OpState
 from .stats import EngineStats
 from .timeline import Change, Timeline
+from .transfer import BlockTransfer
+
+log = logging.getLogger("bendserver.engine")
 
 
 class StreamEngine:
@@ -53,6 +58,11 @@ class StreamEngine:
     ``streams`` times the method's, stream after stream (a mono model with ``streams=2`` plays
     stereo). ``engine(audio, sample_rate)`` plays a whole signal. Torch's thread count is the
     caller's: live and offline commands set one thread.
+
+    On a CUDA ``device`` (``cuda``, ``cuda:N``) blocks go through pinned buffers on the engine's
+    own stream and, with ``cuda_graph`` (the default), the bended graph is captured as a CUDA
+    graph and replayed per block; changes then write into the captured tensors (see
+    docs/engine.md, "CUDA").
     """
 
     def __init__(
@@ -68,18 +78,19 @@ class StreamEngine:
         capacity: int = 1024,
         optimize: str = "passes",
         streams: int = 1,
+        cuda_graph: bool = True,
     ) -> None:
         if optimize not in OPTIMIZE_MODES:
             raise BendingError(f"optimize is one of {', '.join(OPTIMIZE_MODES)}, not {optimize!r}")
         #: How built graphs are optimised: ``none``, ``passes`` (see :mod:`bendserver.passes`).
         self.optimize = optimize
-        self.model = load_model(model, device)
+        self.device = resolve_device(device)
+        self.model = load_model(model, self.device)
         self.bended = self.model.bended
         self.method = method
         self.spec = self.model.method(method)
         self.block = int(self.model.block if block is None else block)
         self.sample_rate = int(self.model.sample_rate if sample_rate is None else sample_rate)
-        self.device = torch.device(device)
         self._on_cpu = self.device.type == "cpu"
         self._check_block()
         self.in_frames = self.block // self.spec.in_ratio
@@ -94,11 +105,23 @@ class StreamEngine:
 
         self._control = threading.RLock()
         self.commands = CommandQueue()
-        self._trace()
         self._slots = self.bended.weight_bank.slots
+        #: Pinned buffers and the stream of a CUDA device (None on the CPU).
+        self._transfer: BlockTransfer | None = None
+        #: What captures the bended graph on a CUDA device (None: eager).
+        self.cuda_graphs: CudaGraphs | None = None
+        if not self._on_cpu:
+            self._set_up_cuda(cuda_graph)
+        self._trace()
         #: The tensor in each weight slot (audio side; reading ``slot.data`` would allocate).
         self._current = {name: slot.data for name, slot in self._slots.items()}
-        self._bends = Bends(self.bended, method, self._set_live, self._optimized)
+        self._bends = Bends(
+            self.bended,
+            method,
+            self._set_live,
+            self._optimized,
+            self.cuda_graphs,
+        )
         initial = BendingState(version=self.bended.weight_bank.default_name)
         self.timeline = Timeline(initial, self._bends, self.commands, capacity)
         self._ramps: dict[tuple[int, str], Ramp] = {}
@@ -119,6 +142,8 @@ class StreamEngine:
         if preset is not None:
             self.load_preset(preset)
             self.apply_due()
+        if self._transfer is not None:  # what was set up on other streams, done before a block
+            torch.cuda.synchronize(self.device)
 
     def _check_block(self) -> None:
         """Refuse a block the model cannot stream, naming blocks it can."""
@@ -137,6 +162,25 @@ class StreamEngine:
                 "load it on the engine's device"
             )
 
+    def _set_up_cuda(self, cuda_graph: bool) -> None:
+        """Pinned buffers and a stream; with ``cuda_graph``, each weight slot gets storage of
+        its own, which weight changes are copied into (a captured graph reads its addresses;
+        the model's own weights, a version, must stay untouched)."""
+        in_shape = (self.streams, self.spec.in_channels, self.in_frames)
+        out_shape = (self.streams, self.spec.out_channels, self.out_frames)
+        self._transfer = BlockTransfer(self.device, in_shape, out_shape)
+        if not cuda_graph:
+            return
+        if self.model.attributes:  # a set_<name> may change what runs: a capture would not see it
+            log.warning(
+                "model '%s' has nn~ attributes: playing eager CUDA (no CUDA graph)", self.model.name
+            )
+            return
+        with torch.no_grad():
+            for slot in self._slots.values():
+                slot.data = slot.detach().clone()
+        self.cuda_graphs = CudaGraphs(self._transfer.input)
+
     def _trace(self) -> None:
         shape = (self.streams, self.spec.in_channels, self.in_frames)
         example = torch.zeros(shape, device=self.device)
@@ -147,6 +191,7 @@ class StreamEngine:
                 with self._streams_refused():
                     shape = tuple(self._forward(example).shape)
             self._check_output(shape)
+            self._forward = self._captured(self._forward, self.model.module)
         else:
             argument = next(iter(self.bended.argument_names(self.method)))
             with self._streams_refused():
@@ -154,11 +199,22 @@ class StreamEngine:
             output = next(node for node in graph.nodes if node.op == "output").args[0]
             self._check_output(getattr(output, "meta", {}).get("shape"))
             self._forward = self._optimized(self.bended.build(self.method, []))
-        self._initial_state = [(b, b.detach().clone()) for b in self.bended.streaming_state()]
+        # detached: a capture's warm-up points the buffers elsewhere, a reset writes the originals
+        self._initial_state = [
+            (b.detach(), b.detach().clone()) for b in self.bended.streaming_state()
+        ]
 
     def _optimized(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
-        """A freshly built graph module's ``forward``, optimised (control side)."""
-        return optimize(gm, self.optimize).forward
+        """A freshly built graph module's ``forward``, optimised, captured on a CUDA device
+        (control side)."""
+        return self._captured(optimize(gm, self.optimize).forward, gm)
+
+    def _captured(self, forward: Callable[..., Any], module: torch.nn.Module) -> Callable[..., Any]:
+        """``forward`` as a CUDA graph where the engine captures (else, or if that fails, as it
+        is); control side, as the model's streaming state stays what plays."""
+        if self.cuda_graphs is None:
+            return forward
+        return self.cuda_graphs.capture(forward, module, self.bended.streaming_state())
 
     @contextlib.contextmanager
     def _streams_refused(self) -> Iterator[None]:
@@ -256,6 +312,8 @@ class StreamEngine:
             return self._dry_or_silence(dry)
         try:
             with torch.inference_mode():
+                if self._transfer is not None:
+                    return self._transfer.run(dry, self._forward)
                 x = torch.from_numpy(dry).view(self.streams, -1, self.in_frames)
                 y = self._forward(x if self._on_cpu else x.to(self.device))
                 if not self._on_cpu or y.dtype != torch.float32:
@@ -295,23 +353,33 @@ class StreamEngine:
     def apply_due(self) -> None:
         """Apply the changes due at this block and advance the ramps (audio side: the first
         step of :meth:`process`)."""
-        for command in self.commands.due(self.time):
-            if not command.cancelled:
-                try:
-                    self._apply(command.payload)
-                    self.commands.applied += 1
-                except Exception as error:  # a change must never stop the stream
-                    self.stats.errors += 1
-                    self._failed(f"change {command.what!r}", error)
-            self.commands.finish(command)
-        finished = [key for key, ramp in self._ramps.items() if not ramp.advance()]
+        with self._on_device_stream():  # on a GPU: weight copies and parameter writes
+            due = self.commands.due(self.time)
+            for command in due:
+                if not command.cancelled:
+                    try:
+                        self._apply(command.payload)
+                        self.commands.applied += 1
+                    except Exception as error:  # a change must never stop the stream
+                        self.stats.errors += 1
+                        self._failed(f"change {command.what!r}", error)
+            if due and self._transfer is not None:
+                self._transfer.settle()  # the control side may then free what the copies read
+            for command in due:
+                self.commands.finish(command)
+            finished = [key for key, ramp in self._ramps.items() if not ramp.advance()]
         for key in finished:
             del self._ramps[key]
 
     def _apply(self, payload: Payload) -> None:
-        """Swap a prepared change in (audio thread): pointer swaps and scalar writes only."""
+        """Swap a prepared change in (audio thread): pointer swaps and scalar writes only; a
+        captured CUDA graph's weights are copied into instead, on the engine's stream."""
         current = self._current
         for name, tensor in payload.weights.items():
+            if self.cuda_graphs is not None:
+                current[name].copy_(tensor, non_blocking=True)
+                payload.replaced.append(tensor)  # freed on the control side, once copied
+                continue
             payload.replaced.append(current[name])  # keeps the old storage alive, to free later
             current[name] = tensor
             self._slots[name].data = tensor
@@ -334,9 +402,13 @@ class StreamEngine:
         if payload.reset:
             self.reset_state()
 
+    def _on_device_stream(self) -> contextlib.AbstractContextManager:
+        """Device work queued on the stream the blocks run on (the CPU: nothing to do)."""
+        return contextlib.nullcontext() if self._transfer is None else self._transfer.on_stream()
+
     def reset_state(self) -> None:
         """Clear the streaming state (caches) and the fuse's filter, right now."""
-        with torch.no_grad():
+        with torch.no_grad(), self._on_device_stream():
             for buffer, initial in self._initial_state:
                 buffer.copy_(initial)
         if self.fuse is not None:
@@ -584,6 +656,19 @@ class StreamEngine:
             )
 
     # -- reporting ---------------------------------------------------------------------------
+
+    @property
+    def runs_on(self) -> str:
+        """Where blocks run, in words: ``cpu``, ``cuda:0 (CUDA graph)``, ``cuda:0 (eager
+        CUDA...)`` with the reason a capture failed."""
+        if self._on_cpu:
+            return "cpu"
+        graphs = self.cuda_graphs
+        if graphs is None:
+            return f"{self.device} (eager CUDA)"
+        if graphs.failure is not None:
+            return f"{self.device} (eager CUDA: the capture failed, {graphs.failure})"
+        return f"{self.device} (CUDA graph)"
 
     def stats_dict(self) -> dict[str, float]:
         stats = {

@@ -1,0 +1,131 @@
+"""CUDA graphs of an engine's bended forward: captured on the control side, replayed per block.
+
+A captured graph replays fixed kernels on fixed addresses: its input is one static device tensor
+(the engine copies each block into it), its output another. Live parameters stay live because
+the engine writes them in place (0-d tensors ``fill_``, weights ``copy_``), never rebinds them.
+Capture follows torch's rules: a warm-up at the exact shape on a side stream first, the capture
+itself on a side stream with no CPU sync, and the ops' CUDA generators registered with the graph
+so that every replay draws fresh random values, as eager calls do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+
+from ..bending.base import BoundOp
+
+log = logging.getLogger("bendserver.engine")
+
+#: Eager calls before a capture: lazy allocations (streaming caches, library handles) happen here.
+WARMUP_CALLS = 3
+
+
+class CudaGraphs:
+    """Turns an engine's forwards into CUDA graph replays on one static input tensor.
+
+    :meth:`capture` runs on the control side only (at start and when the bended graph's
+    structure changes). After a capture fails, it logs one line and hands back eager forwards
+    from then on: the stream plays eager CUDA rather than stop or play silence.
+    """
+
+    def __init__(self, static_input: torch.Tensor) -> None:
+        self.input = static_input
+        #: Why the first failed capture failed (None while captures succeed).
+        self.failure: str | None = None
+
+    def capture(
+        self, forward: Callable[..., Any], module: torch.nn.Module, state: Iterable[torch.Tensor]
+    ) -> Callable[..., Any]:
+        """``forward`` captured (a :class:`Replay`), or ``forward`` itself once a capture has
+        failed. ``module`` holds what the forward reads and writes (buffers, bound ops' state);
+        ``state`` adds the streaming state it writes (a warm-up must leave both untouched)."""
+        if self.failure is not None:
+            return forward
+        try:
+            return Replay(forward, self.input, module, state)
+        except Exception as error:  # a model may do what a capture cannot: play it eager
+            self.failure = f"{type(error).__name__}: {error}"
+            log.warning("CUDA graph capture failed, playing eager CUDA: %s", self.failure)
+            return forward
+
+
+class Replay:
+    """One forward captured as a CUDA graph: calling it replays the graph on the current stream.
+
+    A call with the static input reads it as it is; another tensor is copied into it first. The
+    output is the same static tensor at every call (valid until the next one)."""
+
+    def __init__(
+        self,
+        forward: Callable[..., Any],
+        static_input: torch.Tensor,
+        module: torch.nn.Module,
+        state: Iterable[torch.Tensor],
+    ) -> None:
+        if static_input.device.type != "cuda":
+            raise RuntimeError(f"a CUDA graph runs on a CUDA device, not {static_input.device}")
+        tensors, generators = _written_by(module, state)
+        device = static_input.device
+        side = torch.cuda.Stream(device)
+        graph = torch.cuda.CUDAGraph()
+        for generator in generators:
+            graph.register_generator_state(generator)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.inference_mode(), torch.cuda.stream(side):
+            with _scratch(tensors):  # what plays meanwhile keeps its streaming state
+                for _ in range(WARMUP_CALLS):
+                    forward(static_input)
+            # capture_begin/end rather than torch.cuda.graph(), whose entry synchronizes the
+            # device and empties the allocator's cache: a stall for a stream playing meanwhile.
+            # thread_local: only this thread's unsafe calls break the capture, not the audio's.
+            graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                output = forward(static_input)
+            finally:
+                graph.capture_end()
+        side.synchronize()
+        self.graph, self.input, self.output = graph, static_input, output
+        #: The forward (and its graph module) owns memory the graph's kernels address.
+        self.forward = forward
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x is not self.input:
+            self.input.copy_(x)
+        self.graph.replay()
+        return self.output
+
+
+def _written_by(
+    module: torch.nn.Module, state: Iterable[torch.Tensor]
+) -> tuple[list[torch.Tensor], list[torch.Generator]]:
+    """The tensors a forward of ``module`` may write (its buffers, ``state``, its bound ops'
+    state) and the CUDA generators its ops draw from."""
+    tensors = {id(t): t for t in (*module.buffers(), *state)}
+    generators = []
+    for sub in module.modules():
+        if isinstance(sub, BoundOp):
+            for value in sub.state.values():
+                if isinstance(value, torch.Tensor):
+                    tensors[id(value)] = value
+                elif isinstance(value, torch.Generator) and value.device.type == "cuda":
+                    generators.append(value)
+    return list(tensors.values()), generators
+
+
+@contextlib.contextmanager
+def _scratch(tensors: list[torch.Tensor]) -> Iterator[None]:
+    """Point ``tensors`` at scratch copies meanwhile: eager calls write the copies, while a
+    captured graph playing meanwhile keeps the original addresses (it never reads ``.data``)."""
+    originals = [t.data for t in tensors]
+    for tensor in tensors:
+        tensor.data = tensor.detach().clone()
+    try:
+        yield
+    finally:
+        for tensor, original in zip(tensors, originals, strict=True):
+            tensor.data = original

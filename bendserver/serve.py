@@ -34,6 +34,7 @@ from .audio import (
     has_default_output,
     output_devices,
 )
+from .audio.priority import DISCOVERY, set_realtime
 from .audio.reporter import Reporter
 from .audiofile import sound_info, streams_for
 from .control import Controller
@@ -201,6 +202,7 @@ class Server:
         self.osc.start()
         if self.oscquery is not None:
             self.oscquery.start()
+            set_realtime(DISCOVERY, self.oscquery.thread)  # a GIL holder: see audio.priority
         self.reporter.start()
         self.running = True
 

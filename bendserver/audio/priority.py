@@ -21,6 +21,8 @@ log = logging.getLogger("bendserver.audio")
 #: worker sits under those, the OSC threads under the audio.
 AUDIO_WORKER = 4
 CONTROL = 2
+#: The OSCQuery loop (HTTP, WebSocket, zeroconf): it takes the GIL too, less urgently.
+DISCOVERY = 1
 
 
 def set_realtime(priority: int, thread: threading.Thread | None = None) -> bool:

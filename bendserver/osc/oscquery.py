@@ -35,7 +35,9 @@ from .replies import encode
 log = logging.getLogger("bendserver.oscquery")
 
 SERVICE_TYPE = "_oscjson._tcp.local."
-#: Seconds between looks at the engine's state, for LISTEN values and path changes.
+#: Seconds between looks at the engine's state, for LISTEN values and path changes (only
+#: while a client listens: an idle loop does not wake, as a thread taking the GIL 50 times a
+#: second cost xruns in the one-minute soak test).
 POLL = 0.02
 #: The node attributes a ``?ATTRIBUTE`` query may ask for.
 ATTRIBUTES = ("FULL_PATH", "CONTENTS", "TYPE", "VALUE", "RANGE", "ACCESS", "DESCRIPTION")
@@ -92,6 +94,8 @@ class OscQueryService(LoopThread):
         self._listeners: dict[web.WebSocketResponse, dict[str, list[Any] | None]] = {}
         self._seen: object = None  # the engine state last looked at
         self._paths: set[str] = set()  # the nodes of that state
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._woken: asyncio.Event | None = None  #: set when a client listens, or to stop
         super().__init__("oscquery")
 
     @property
@@ -121,6 +125,10 @@ class OscQueryService(LoopThread):
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop serving (and advertising); close the port even if never started."""
+        self._stop.set()
+        if self._loop is not None and self._woken is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended already
+                self._loop.call_soon_threadsafe(self._woken.set)
         super().stop(timeout)
         self._socket.close()
 
@@ -136,11 +144,15 @@ class OscQueryService(LoopThread):
         await runner.setup()
         await web.SockSite(runner, self._socket).start()
         advertising = asyncio.create_task(self._advertise()) if self.advertise else None
+        self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()
         try:
             while not self._stop.is_set():
-                await asyncio.sleep(POLL)
                 if self._listeners:
+                    await asyncio.sleep(POLL)
                     await self._push_changes()
+                else:  # asleep until a client listens, or stop()
+                    await self._woken.wait()
+                    self._woken.clear()
         finally:
             for client in list(self._listeners):
                 await client.close()
@@ -187,6 +199,8 @@ class OscQueryService(LoopThread):
             self._seen, self._paths = None, _nodes(self.namespace.methods())
         listening: dict[str, list[Any] | None] = {}
         self._listeners[client] = listening
+        if self._woken is not None:
+            self._woken.set()
         try:
             async for message in client:
                 if message.type == WSMsgType.TEXT:

@@ -154,7 +154,14 @@ def address_of(datagram: bytes) -> str | None:
 
 # -- the ring ----------------------------------------------------------------------------------
 
-_HEADER = struct.Struct("<8Q")
+#: The header's counts are read by one process while the other writes them: native format
+#: ("@"), which CPython packs and unpacks with one 8-byte copy (an aligned 8-byte store or load
+#: is atomic on the platforms we run on). The standard formats ("<") go byte by byte, and a
+#: count caught halfway through a carry reads smaller: the writer could see a full ring where
+#: there is room.
+_COUNTS = struct.Struct("@2Q")
+_COUNT = struct.Struct("@Q")
+_HEADER = struct.Struct("@8Q")
 _SLOT_HEAD = struct.Struct("<IId48s")
 COUNTERS = ("packets", "accepted", "coalesced", "dropped", "denied", "kernel_dropped")
 
@@ -194,7 +201,7 @@ class Ring:
 
     def push(self, datagram: bytes, host: str, arrival: float) -> bool:
         """Write one datagram (writer); False when the ring is full."""
-        written, read = struct.unpack_from("<2Q", self.buffer, 0)
+        written, read = _COUNTS.unpack_from(self.buffer, 0)
         if written - read >= self.slots:
             return False
         offset = _HEADER.size + (written % self.slots) * self.slot_size
@@ -202,26 +209,26 @@ class Ring:
         _SLOT_HEAD.pack_into(self.buffer, offset, len(datagram), len(encoded), arrival, encoded)
         start = offset + _SLOT_HEAD.size
         self.buffer[start : start + len(datagram)] = datagram
-        struct.pack_into("<Q", self.buffer, 0, written + 1)
+        _COUNT.pack_into(self.buffer, 0, written + 1)
         return True
 
     def pop(self) -> tuple[bytes, str, float] | None:
         """Read the oldest datagram (reader), or None when the ring is empty."""
-        written, read = struct.unpack_from("<2Q", self.buffer, 0)
+        written, read = _COUNTS.unpack_from(self.buffer, 0)
         if read >= written:
             return None
         offset = _HEADER.size + (read % self.slots) * self.slot_size
         length, host_length, arrival, host = _SLOT_HEAD.unpack_from(self.buffer, offset)
         start = offset + _SLOT_HEAD.size
         datagram = bytes(self.buffer[start : start + length])
-        struct.pack_into("<Q", self.buffer, 8, read + 1)
+        _COUNT.pack_into(self.buffer, 8, read + 1)
         return datagram, host[:host_length].decode("ascii"), arrival
 
     def write_counters(self, values: Iterable[int]) -> None:
-        struct.pack_into(f"<{len(COUNTERS)}Q", self.buffer, 16, *values)
+        struct.pack_into(f"@{len(COUNTERS)}Q", self.buffer, 16, *values)
 
     def counters(self) -> dict[str, int]:
-        values = struct.unpack_from(f"<{len(COUNTERS)}Q", self.buffer, 16)
+        values = struct.unpack_from(f"@{len(COUNTERS)}Q", self.buffer, 16)
         return dict(zip(COUNTERS, values, strict=True))
 
     def close(self) -> None:
@@ -242,6 +249,7 @@ class Intake:
     ) -> None:
         self.socket, self.access, self.inbox, self.ring, self.wake = sock, access, inbox, ring, wake
         self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
+        self.unpushed = 0
         self._denied_hosts: set[str] = set()
         self.running = True
 
@@ -310,14 +318,16 @@ class Intake:
             if len(letter.content) > self.ring.capacity:
                 self.too_large += 1
                 continue
-            self.ring.push(letter.content, letter.host, letter.arrival)
+            if not self.ring.push(letter.content, letter.host, letter.arrival):
+                self.unpushed += 1  # cannot happen after the check above; never silent
+                continue
             moved = True
         self.ring.write_counters(
             (
                 self.packets,
                 self.accepted,
                 self.inbox.coalesced,
-                self.inbox.dropped + self.too_large,
+                self.inbox.dropped + self.too_large + self.unpushed,
                 self.denied,
                 self.kernel_dropped,
             )
@@ -329,7 +339,7 @@ class Intake:
                 pass
 
     def _in_ring(self) -> int:
-        written, read = struct.unpack_from("<2Q", self.ring.buffer, 0)
+        written, read = _COUNTS.unpack_from(self.ring.buffer, 0)
         return written - read
 
 

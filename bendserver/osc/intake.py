@@ -17,6 +17,7 @@ the ring's header, for ``/stats``.
 from __future__ import annotations
 
 import collections
+import gc
 import ipaddress
 import mmap
 import os
@@ -34,9 +35,13 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Linux socket options that Python's socket module does not name.
+SO_RCVBUFFORCE = 33
 SO_TIMESTAMPNS = 35
 SO_RXQ_OVFL = 40
 MAX_DATAGRAM = 65536
+#: Datagrams read from the socket before they are sorted (a burst's worth on a small machine).
+DRAIN = 4096
+_UNKNOWN = object()
 LOOPBACK = ("127.0.0.0/8", "::1/128")
 _BUNDLE = b"#bundle\x00"
 
@@ -82,7 +87,7 @@ class Letter:
     address: str
     content: Any
     host: str
-    arrival: float
+    arrival: Any  #: a time, or the kernel's ancillary data it is read from (:func:`arrival_time`)
     epoch: int
 
 
@@ -94,7 +99,8 @@ class Inbox:
     order per address, and against structural changes, is kept. Thread-safe."""
 
     def __init__(self, coalesces: Callable[[str], bool], capacity: int = 16384) -> None:
-        self.coalesces = coalesces
+        self._coalesces = coalesces
+        self._verdicts: dict[str, bool] = {}
         self.capacity = capacity
         self._letters: collections.deque[Letter] = collections.deque()
         self._waiting: dict[str, Letter] = {}
@@ -103,8 +109,18 @@ class Inbox:
         self.coalesced = 0  #: values replaced by a newer one before they were taken
         self.dropped = 0  #: messages lost because the inbox was full
 
-    def put(self, address: str | None, content: Any, host: str, arrival: float = 0.0) -> None:
-        """Queue ``content``; ``address`` None: never coalesced (a bundle, a bad packet)."""
+    def coalesces(self, address: str) -> bool:
+        """Whether values of ``address`` coalesce (asked once per address, then remembered)."""
+        verdict = self._verdicts.get(address)
+        if verdict is None:
+            verdict = self._coalesces(address)
+            if len(self._verdicts) < 4096:
+                self._verdicts[address] = verdict
+        return verdict
+
+    def put(self, address: str | None, content: Any, host: str, arrival: Any = 0.0) -> None:
+        """Queue ``content``; ``address`` None: never coalesced (a bundle, a bad packet).
+        ``arrival`` is kept as given (a time, or what the time is read from later)."""
         coalesces = address is not None and self.coalesces(address)
         with self._ready:
             if coalesces:
@@ -251,6 +267,7 @@ class Intake:
         self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
         self.unpushed = 0
         self._denied_hosts: set[str] = set()
+        self._addresses: dict[bytes, str | None] = {}  # a datagram's first bytes -> address
         self.running = True
 
     def run(self) -> None:
@@ -263,50 +280,65 @@ class Intake:
                 continue
             if readable:
                 self._drain_socket()
+            elif not len(self.inbox):
+                gc.collect()  # idle: the collector is off while datagrams come (see main)
             self._flush()
 
     def _drain_socket(self) -> None:
-        """Read what waits in the socket (up to a few hundred datagrams) before flushing."""
-        for _ in range(256):
+        """Read what waits in the socket, then sort it into the inbox.
+
+        Two passes, because the kernel's buffer is what a burst must not overflow: the first
+        only moves datagrams out of it (a kernel buffer of 8 MiB holds about 10 000 small
+        datagrams; a list holds them for a tenth of the memory), the second checks senders and
+        coalesces, with what it learns per host and per address kept (see ``_sort``)."""
+        receive = self.socket.recvmsg
+        batch = []
+        for _ in range(DRAIN):
             try:
-                data, ancillary, _, sender = self.socket.recvmsg(MAX_DATAGRAM, 256)
+                batch.append(receive(MAX_DATAGRAM, 256))
             except (BlockingIOError, InterruptedError):
-                return
+                break
             except OSError:
                 self.running = False
-                return
-            self._accept(data, ancillary, sender[0])
+                break
+        if batch:
+            self._sort(batch)
 
-    def _accept(self, data: bytes, ancillary: list, host: str) -> None:
-        arrival = self._arrival(ancillary)
-        self.packets += 1
-        if not self.access.allows(host):
-            self.denied += 1
-            if host not in self._denied_hosts:  # once per host: a flood must not flood the log
-                self._denied_hosts.add(host)
-                networks = ", ".join(str(n) for n in self.access.networks)
-                print(
-                    f"bendserver.osc: OSC from {host} denied: allowed are {networks} "
-                    "(--allow CIDR)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            return
-        self.accepted += 1
-        self.inbox.put(address_of(data), data, host, arrival)
-
-    def _arrival(self, ancillary: list) -> float:
-        """The kernel's arrival time (else now); updates the kernel's drop count."""
-        arrival = None
-        for level, kind, data in ancillary:
-            if level != socket.SOL_SOCKET:
+    def _sort(self, batch: list) -> None:
+        """Access and coalescing for a drained batch; arrival times are read from the kernel's
+        stamps only for letters that reach the inbox."""
+        self.packets += len(batch)
+        self._read_kernel_drops(batch[-1][1])
+        put, addresses = self.inbox.put, self._addresses
+        for data, ancillary, _, sender in batch:
+            host = sender[0]
+            if not self.access.allows(host):
+                self._deny(host)
                 continue
-            if kind == SO_TIMESTAMPNS and len(data) >= 16:
-                seconds, nanoseconds = struct.unpack("qq", data[:16])
-                arrival = seconds + nanoseconds * 1e-9
-            elif kind == SO_RXQ_OVFL and len(data) >= 4:
+            self.accepted += 1
+            end = data.find(b"\x00", 0, 256)  # an address longer than that: never coalesced
+            address = addresses.get(data[:end], _UNKNOWN) if end > 0 else None
+            if address is _UNKNOWN:
+                address = address_of(data)
+                if len(addresses) < 4096:
+                    addresses[data[:end]] = address
+            put(address, data, host, ancillary)
+
+    def _deny(self, host: str) -> None:
+        self.denied += 1
+        if host not in self._denied_hosts:  # once per host: a flood must not flood the log
+            self._denied_hosts.add(host)
+            networks = ", ".join(str(n) for n in self.access.networks)
+            print(
+                f"bendserver.osc: OSC from {host} denied: allowed are {networks} (--allow CIDR)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _read_kernel_drops(self, ancillary: list) -> None:
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL and len(data) >= 4:
                 self.kernel_dropped = struct.unpack("I", data[:4])[0]
-        return time.time() if arrival is None else arrival
 
     def _flush(self) -> None:
         """Move letters into the ring while it has room; wake the reader."""
@@ -318,7 +350,8 @@ class Intake:
             if len(letter.content) > self.ring.capacity:
                 self.too_large += 1
                 continue
-            if not self.ring.push(letter.content, letter.host, letter.arrival):
+            arrival = arrival_time(letter.arrival)
+            if not self.ring.push(letter.content, letter.host, arrival):
                 self.unpushed += 1  # cannot happen after the check above; never silent
                 continue
             moved = True
@@ -343,12 +376,36 @@ class Intake:
         return written - read
 
 
+def arrival_time(stamp: float | list) -> float:
+    """A letter's arrival: a time already, or the kernel's stamp read from the ancillary data
+    ``recvmsg`` returned with the datagram (now, where the kernel gave none)."""
+    if isinstance(stamp, float):
+        return stamp
+    for level, kind, data in stamp:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            seconds, nanoseconds = struct.unpack("qq", data[:16])
+            return seconds + nanoseconds * 1e-9
+    return time.time()
+
+
+def _set_receive_buffer(sock: socket.socket, size: int) -> None:
+    """Past ``net.core.rmem_max`` where the process may (Linux, CAP_NET_ADMIN), else up to it."""
+    if sys.platform.startswith("linux"):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
+            return
+        except PermissionError:
+            pass
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+
+
 def open_socket(host: str, port: int, rcvbuf: int) -> socket.socket:
-    """A UDP socket bound to ``(host, port)`` with a large receive buffer and, on Linux, the
-    kernel's arrival times and drop counts (OSError when the port is taken)."""
+    """A UDP socket bound to ``(host, port)`` with a large receive buffer (what a burst
+    outruns the reader by waits there) and, on Linux, the kernel's arrival times and drop
+    counts (OSError when the port is taken)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    _set_receive_buffer(sock, rcvbuf)
     if sys.platform.startswith("linux"):
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
@@ -379,6 +436,10 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops it, not the terminal's Ctrl-C
+    # A burst holds thousands of datagrams at once, and the collections their allocations
+    # would start cost more than reading them; the loop makes no reference cycles, and
+    # collects when idle.
+    gc.disable()
     granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
     print(f"ready {sock.getsockname()[1]} {granted}", flush=True)
     try:

@@ -25,8 +25,10 @@ from ..errors import BendingError
 from . import intake
 from .intake import Letter, Ring
 
-#: Receive buffer asked for; Linux grants up to ``net.core.rmem_max`` (and reports double).
-DEFAULT_RCVBUF = 4 * 1024 * 1024
+#: Receive buffer asked for: Linux grants it to a process allowed to pass ``net.core.rmem_max``,
+#: else up to that, and reports twice the size (a small datagram takes ~830 bytes of it, so
+#: 16 MiB hold a burst of ~40 000).
+DEFAULT_RCVBUF = 16 * 1024 * 1024
 
 
 class OscReceiver:

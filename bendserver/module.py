@@ -14,7 +14,7 @@ import difflib
 import inspect
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,7 +24,7 @@ from torch import nn
 
 from .bending.base import BendingOp, BoundOp
 from .bending.config import BendingConfig
-from .bending.fold import FoldLayer, fold_layers, fold_states, folding_ops
+from .bending.fold import FoldLayer, fold_layers, fold_states, folding_ops, reader_folds
 from .bending.graph import activation_nodes, graph_module, insert_ops
 from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
 from .errors import BendingError
@@ -45,12 +45,15 @@ class _Bend:
 
 @dataclass
 class Targets:
-    """What keys make an op bend: weights (as weight ops), whether activations of traced
-    graphs, and the per-tensor states of the layers' outputs it folds into (TorchScript)."""
+    """What keys make an op bend: weights (as weight ops), activations of traced graphs, and
+    the per-tensor states of the layers' outputs it folds into (TorchScript)."""
 
     weights: list[str]
-    activations: bool
+    activations: list[str]
     folds: dict[str, Any]
+    #: the states that would fold the op into the layers reading its activations instead (see
+    #: :func:`~bendserver.bending.fold.reader_folds`; asked for by the engine's passes)
+    readers: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -328,25 +331,33 @@ class BendedModule:
             self._weights.add_op(name, op)
         for name, state in targets.folds.items():
             self._weights.add_op(name, op, state)
-        self._bends.append(_Bend(op, tuple(keys), tuple(targets.weights), targets.activations))
+        self._bends.append(
+            _Bend(op, tuple(keys), tuple(targets.weights), bool(targets.activations))
+        )
         if targets.activations:
             self._runners.clear()
 
-    def targets(self, op: BendingOp, *keys: str) -> Targets:
+    def targets(self, op: BendingOp, *keys: str, readers: bool = False) -> Targets:
         """What ``keys`` make ``op`` bend; raises a BendingError when a key matches nothing or
-        the op cannot bend what it matches."""
+        the op cannot bend what it matches. ``readers``: also say how the op would fold into
+        the layers reading its activations, where it can (one traced method, every activation
+        folding)."""
         if not keys:
             raise BendingError("bend(op, *keys) needs at least one key (a regular expression)")
         weights: list[str] = []
         layers: list[str] = []
-        activations = False
+        activations: list[str] = []
         for key in keys:
             names = self.resolve(key)
             weights += [n for n in names if n in self._weights.slots and n not in weights]
             layers += [n for n in names if n in self.fold_layers and n not in layers]
-            activations = activations or any(
-                n not in self._weights.slots and n not in self.fold_layers for n in names
-            )
+            activations += [
+                n
+                for n in names
+                if n not in self._weights.slots
+                and n not in self.fold_layers
+                and n not in activations
+            ]
         if (activations or layers) and not op.bends_activations:
             raise BendingError(f"{op!r} bends weights only; keys {keys} match activations")
         if weights and not op.bends_weights:
@@ -355,7 +366,23 @@ class BendedModule:
         for name in layers:
             layer = self.fold_layers[name]
             folds.update(fold_states(op, layer, self._weights.slots[layer.weight]))
-        return Targets(weights, activations, folds)
+        reading = self._reader_folds(op, activations) if readers else {}
+        return Targets(weights, activations, folds, reading)
+
+    def _reader_folds(self, op: BendingOp, activations: list[str]) -> dict[str, Any]:
+        """The states folding ``op`` into the readers of every activation in ``activations``,
+        or {} unless all fold (and the module has one traced method: a layer may be called
+        by several, on inputs the op does not bend)."""
+        if len(self._graphs) != 1 or not activations or ":" in "".join(activations):
+            return {}
+        graph = next(iter(self._graphs.values()))
+        states: dict[str, Any] = {}
+        for name in activations:
+            folded = reader_folds(op, graph, self.module, name)
+            if folded is None or states.keys() & folded.keys():
+                return {}
+            states.update(folded)
+        return states
 
     def unbend(self, op: BendingOp) -> None:
         """Remove ``op`` from every weight and activation it bends."""

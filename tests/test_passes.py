@@ -87,6 +87,50 @@ def test_shipped_models_with_presets_block_by_block_and_live_changes(model):
     _stream(engines, 4, rng)
 
 
+def test_a_channel_mask_folds_into_the_layer_reading_it_and_stays_live():
+    """drive's preset masks the channels of clip_in, which only drive_out (a 1x1 convolution)
+    reads: with the passes the mask is in drive_out's weight and costs nothing per block.
+    Its changes stay live and exact; an op that does not commute with it on the same
+    activation unfolds it (the order of the two is kept), and removing that op folds it
+    again."""
+    engines = _engines("drive", 256, "drive")
+    plain, optimised = engines
+    rng = np.random.default_rng(3)
+    assert optimised.folded_ops == ["mask"] and plain.folded_ops == []
+    assert optimised._forward.__self__.code.count("bend_") < plain._forward.__self__.code.count(
+        "bend_"
+    )
+    _stream(engines, 4, rng)
+    for engine in engines:
+        engine.set_param("mask", "prob", 0.3)
+    _stream(engines, 4, rng)
+    for engine in engines:
+        engine.add_op("lift", tb.Bias(0.1), "clip_in")  # (m * h) + b is not m * (h + b)
+    _stream(engines, 4, rng)
+    assert optimised.folded_ops == []
+    for engine in engines:
+        engine.remove_op("lift")
+        engine.enable_op("mask", False)
+    _stream(engines, 4, rng)
+    assert optimised.folded_ops == ["mask"]
+    for engine in engines:
+        engine.enable_op("mask", True)
+        engine.add_op("more", tb.Mask(0.5, dim=1, seed=2), "clip_in")  # scales commute: both fold
+    _stream(engines, 4, rng)
+    assert optimised.folded_ops == ["mask", "more"]
+
+
+def test_an_op_whose_readers_do_not_mix_channels_linearly_does_not_fold():
+    """clip_out is read by the tone and sag filters (16 and 8 taps: a mask changed between
+    blocks would reach back into their caches): the op stays in the graph."""
+    engines = [tb.StreamEngine("drive", block=256, optimize=mode) for mode in ("none", "passes")]
+    for engine in engines:
+        engine.add_op("mask", tb.Mask(0.5, dim=1, seed=1), "clip_out")
+        engine.add_op("units", tb.Mask(0.5, seed=1), "clip_in")  # per unit, not per channel
+    assert engines[1].folded_ops == []
+    _stream(engines, 4, np.random.default_rng(4))
+
+
 def test_a_cached_conv_model_block_by_block():
     cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
     cc.use_cached_conv(True)

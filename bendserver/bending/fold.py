@@ -10,6 +10,11 @@ weights off the audio thread, swapped in at a block boundary.
 Naming rule: a layer's output is named after the layer's module path with dots as underscores
 (``decoder.net.3`` gives ``decoder_net_3``), which is also the name of that layer's call in a
 traced Python model.
+
+The same ops on the *input* of layers that mix channels linearly and nothing else (1x1
+convolutions, linear layers) fold into those layers' weights along their input channels
+(:func:`reader_folds`): the engine's optimising passes use it in traced Python graphs, where
+it leaves a per-channel mask no work per block.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.fx
 from torch import nn
 
 from ..errors import BendingError
@@ -55,6 +61,8 @@ class FoldLayer:
     bias: str | None  #: its bias's parameter name, None without one
     channels: int
     groups: int
+    #: "output": the op acts on the layer's output; "input": on its input (see reader_folds)
+    side: str = "output"
 
     @property
     def probe(self) -> tuple[int, ...]:
@@ -82,6 +90,8 @@ class FoldLayer:
     def weight_factor(self, scale: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """Per-channel ``scale`` shaped to multiply this layer's weight."""
         rest = [1] * (weight.dim() - 2)
+        if self.side == "input":  # [out, in, 1...]: groups 1 (see reader_folds)
+            return scale.reshape(1, self.channels, *rest)
         if not _base(self.kind).startswith("ConvTranspose"):
             return scale.reshape(self.channels, 1, *rest)
         # [in, out / groups, ...]: output channel g * out_per_group + j is column j of group g
@@ -118,21 +128,21 @@ def fold_states(op: BendingOp, layer: FoldLayer, weight: torch.Tensor) -> dict[s
     """The per-tensor states that fold ``op`` into ``layer`` (its weight and bias), or a
     BendingError saying which ops fold and that the Python model takes every op."""
     state = op.init_state(layer.name, torch.Size(layer.probe), weight.dtype, weight.device)
-    affine = op.affine(state)
-    if affine is None:
+    problem = _fold_problem(op, layer, state)
+    if problem == "affine":
         raise BendingError(
             f"{op!r} cannot bend '{layer.name}' of a TorchScript file: only ops that scale and "
             f"offset each channel fold into the layer's weights there ({', '.join(folding_ops())}"
             f", with {layer.dim_hint} for a field). Load the Python model to bend activations "
             "with any op"
         )
-    if any(_varies_within_channels(t, layer) for t in _tensors(state)):
+    if problem == "channels":
         raise BendingError(
             f"{op!r} on '{layer.name}' of a TorchScript file must act per channel: give it "
             f"{layer.dim_hint} (one value per channel) to fold it into the layer's weights, or "
             "load the Python model to bend each unit"
         )
-    if layer.bias is None and not (isinstance(affine[1], float) and affine[1] == 0.0):
+    if problem == "offset":
         raise BendingError(
             f"{op!r} adds an offset to '{layer.name}', a layer without a bias: in a TorchScript "
             "file only Mask, Scale and Invert fold into it; load the Python model for an offset"
@@ -141,6 +151,72 @@ def fold_states(op: BendingOp, layer: FoldLayer, weight: torch.Tensor) -> dict[s
     if layer.bias is not None:
         states[layer.bias] = {FOLD: (layer, "bias"), "state": state}
     return states
+
+
+def _fold_problem(op: BendingOp, layer: FoldLayer, state: State) -> str | None:
+    """Why ``op`` (with ``state``) cannot fold into ``layer``: "affine" (it is not a scale
+    and offset), "channels" (not one value per channel), "offset" (an offset with nowhere to
+    go: no bias, or the layer's input side), or None when it folds."""
+    affine = op.affine(state)
+    if affine is None:
+        return "affine"
+    if any(_varies_within_channels(t, layer) for t in _tensors(state)):
+        return "channels"
+    no_offset = isinstance(affine[1], float) and affine[1] == 0.0
+    if not no_offset and (layer.bias is None or layer.side == "input"):
+        return "offset"
+    return None
+
+
+def reader_folds(
+    op: BendingOp, graph: torch.fx.Graph, root: nn.Module, name: str
+) -> dict[str, State] | None:
+    """The states that fold ``op`` on activation ``name`` of ``graph`` into the layers that
+    read it, or None when that is not exact: every reader must be a 1x1 convolution (stride
+    1, no padding, one group) or a linear layer taking the activation as its only input
+    (it mixes channels linearly, so ``W @ (s * x) == (W * s) @ x``), the activation nothing
+    else, and ``op`` one scale per channel with no offset."""
+    node = next((n for n in graph.nodes if n.name == name), None)
+    if node is None or not node.users:
+        return None
+    layers = [_reading_layer(user, node, root) for user in node.users]
+    if any(layer is None for layer in layers):
+        return None
+    shape = node.meta.get("shape")
+    states: dict[str, State] = {}
+    for layer in layers:
+        if shape is None or len(shape) != len(layer.probe) or shape[1] != layer.channels:
+            return None
+        weight = root.get_parameter(layer.weight)
+        state = op.init_state(name, torch.Size(shape), weight.dtype, weight.device)
+        if _fold_problem(op, layer, state) is not None:
+            return None
+        states[layer.weight] = {FOLD: (layer, "weight"), "state": state}
+    return states
+
+
+def _reading_layer(user: torch.fx.Node, node: torch.fx.Node, root: nn.Module) -> FoldLayer | None:
+    """``user`` as a layer whose input channels take a per-channel scale, or None."""
+    if user.op != "call_module" or user.args != (node,) or user.kwargs:
+        return None
+    layer = root.get_submodule(user.target)
+    kind = type(layer).__name__
+    if kind == "Linear":
+        pointwise = True
+    elif kind in ("Conv1d", "Conv2d", "Conv3d"):
+        pointwise = (
+            all(k == 1 for k in layer.kernel_size)
+            and all(s == 1 for s in layer.stride)
+            and layer.padding in ("valid", (0,) * len(layer.kernel_size))
+            and layer.groups == 1
+        )
+    else:
+        return None
+    if not pointwise:
+        return None
+    bias = f"{user.target}.bias" if layer.bias is not None else None
+    channels = layer.weight.shape[1]
+    return FoldLayer(user.target, kind, f"{user.target}.weight", bias, channels, 1, "input")
 
 
 def _tensors(state: Any) -> Iterable[torch.Tensor]:

@@ -313,22 +313,32 @@ class Oscillate(BendingOp):
     def init_state(self, target, shape, dtype, device) -> State:
         state: State = {"phase": torch.zeros((), dtype=torch.float64, device=device)}
         if self.over == "time":
+            # One step past the block: its angle is the next block's phase. Buffers and their
+            # views made once: a view made per call costs as much as an op.
             fshape = field_shape(shape, self.dim)
-            steps = torch.arange(shape[self.dim], dtype=torch.float64, device=device)
+            fshape[self.dim] += 1
+            steps = torch.arange(fshape[self.dim], dtype=torch.float64, device=device)
             state["steps"] = steps.reshape(fshape)
+            state["angles"] = torch.zeros(fshape, dtype=torch.float64, device=device)
+            state["next"] = state["angles"].flatten()[-1]
+            state["wave"] = torch.zeros(fshape, dtype=dtype, device=device)
+            state["block"] = state["wave"].narrow(self.dim, 0, shape[self.dim])
         return state
 
     def apply(self, x, state):
-        # Fused forms (addcmul): an LFO runs on every block, so every call counts.
-        freq, phase = self._freq.to(torch.float64), state["phase"]
+        # An LFO runs on every block, so every call counts: fused forms (addcmul), the phase in
+        # float64 (a float32 phase drifts audibly over minutes), the wave written in the
+        # activation's dtype by sin itself, the float32 parameters promoted inside the ops.
+        phase = state["phase"]
         if self.over == "time":
-            angles = torch.addcmul(phase, state["steps"], freq, value=2 * math.pi)
-            phase.add_(freq, alpha=2 * math.pi * x.shape[self.dim])
-        else:
-            angles = phase.clone()
-            phase.add_(freq, alpha=2 * math.pi)
-        phase.remainder_(2 * math.pi)
-        return torch.addcmul(x, x, torch.sin(angles).to(x.dtype) * self._depth)
+            angles = state["angles"]
+            torch.addcmul(phase, state["steps"], self._freq, value=2 * math.pi, out=angles)
+            torch.remainder(state["next"], 2 * math.pi, out=phase)
+            torch.sin(angles, out=state["wave"]).mul_(self._depth)
+            return torch.addcmul(x, x, state["block"])
+        wave = torch.sin(phase).to(x.dtype) * self._depth
+        phase.add_(self._freq, alpha=2 * math.pi).remainder_(2 * math.pi)
+        return torch.addcmul(x, x, wave)
 
 
 class Lambda(BendingOp):

@@ -43,17 +43,22 @@ class LiveOp:
     twin: BendingOp
     keys: tuple[str, ...]
     weights: dict[str, State]  #: per-weight state (random fields...), shared by op and twin
-    activations: bool
+    activations: tuple[str, ...]  #: the activations it bends in the traced graph
     #: per-tensor states of the layer outputs the op folds into (TorchScript files)
     folds: dict[str, State] = field(default_factory=dict)
+    #: per-weight states folding it into the layers that read its activations, where it can
+    #: be (see :meth:`Bends.folded`)
+    readers: dict[str, State] = field(default_factory=dict)
 
-    def bends(self, name: str) -> bool:
-        """Whether this op changes weight ``name`` (directly or as a fold)."""
-        return name in self.weights or name in self.folds
+    def bends(self, name: str, folded: bool = False) -> bool:
+        """Whether this op changes weight ``name`` (directly or as a fold; ``folded``: with
+        its activations folded into their readers)."""
+        return name in self.weights or name in self.folds or (folded and name in self.readers)
 
-    def states(self, name: str) -> list[State]:
+    def states(self, name: str, folded: bool = False) -> list[State]:
         """Its states for weight ``name``: as a weight op, then as a fold."""
-        return [s[name] for s in (self.weights, self.folds) if name in s]
+        sources = (self.weights, self.folds, self.readers if folded else {})
+        return [s[name] for s in sources if name in s]
 
 
 @dataclass(frozen=True)
@@ -111,12 +116,14 @@ class Bends:
         route: Callable[[int, str, float], None],
         optimize: Callable[[torch.fx.GraphModule], Callable[..., Any]],
         graphs: CudaGraphs | None = None,
+        fold: bool = False,
     ) -> None:
         """``route(uid, name, value)``: a bound method of the engine, called when a live op's
         parameter is assigned from Python; ``optimize``: what each built graph goes through;
         ``graphs``: the engine's CUDA graph capture, if any (while it captures, switching an
         activation op on or off builds another graph: a captured graph runs the ops that were
-        on when it was captured)."""
+        on when it was captured); ``fold``: fold per-channel ops into the layers reading their
+        activations where that is exact (:meth:`folded`)."""
         self.bended = bended
         self._optimize = optimize
         self.bank = bended.weight_bank
@@ -126,6 +133,7 @@ class Bends:
         self._cuda_graphs = graphs
         self._graphs: dict[Structure, Callable[..., Any]] = {}
         self._uids = itertools.count(1)
+        self._fold = fold
 
     # -- ops ---------------------------------------------------------------------------------
 
@@ -139,7 +147,7 @@ class Bends:
             )
         if op.on_set is not None or any(live.op is op for live in self.live.values()):
             raise BendingError(f"{op!r} is already played by an engine: create another op")
-        targets = self.bended.targets(op, *keys)
+        targets = self.bended.targets(op, *keys, readers=self._fold)
         slots = self.bank.slots
         states = {
             n: op.init_state(n, slots[n].shape, slots[n].dtype, slots[n].device)
@@ -149,7 +157,15 @@ class Bends:
         twin = copy.deepcopy(op)
         if self._cuda_graphs is not None:  # a capture reads a CPU scalar once, a device one live
             op.to(self._cuda_graphs.input.device)
-        self.live[uid] = LiveOp(op, twin, tuple(keys), states, targets.activations, targets.folds)
+        self.live[uid] = LiveOp(
+            op,
+            twin,
+            tuple(keys),
+            states,
+            tuple(targets.activations),
+            targets.folds,
+            targets.readers,
+        )
         op.on_set = _router(self._route, uid)
         return OpState(op_id, uid, tuple(keys), tuple(op.values().items()), op.enabled)
 
@@ -229,15 +245,37 @@ class Bends:
         """The activation ops of ``state`` in order: what its graph module depends on."""
         graphs = self._cuda_graphs
         flags = graphs is not None and graphs.failure is None
+        folded = self.folded(state)
         return tuple(
             (op.uid, op.keys, op.enabled if flags else None)
             for op in state.ops
-            if self.live[op.uid].activations
+            if self.live[op.uid].activations and op.uid not in folded
         )
 
+    def folded(self, state: BendingState) -> set[int]:
+        """The ops of ``state`` that play folded into the layers reading their activations:
+        those that can, on activations no op that cannot fold bends (ops that fold are scales,
+        which commute; another op's order against them would not be kept)."""
+        if not self._fold:
+            return set()
+        unfoldable = {
+            name
+            for op in state.ops
+            if not self.live[op.uid].readers
+            for name in self.live[op.uid].activations
+        }
+        return {
+            op.uid
+            for op in state.ops
+            if self.live[op.uid].readers and unfoldable.isdisjoint(self.live[op.uid].activations)
+        }
+
     def signature(self, state: BendingState, name: str) -> Signature:
+        folded = self.folded(state)
         ops = tuple(
-            (op.uid, op.params, op.enabled) for op in state.ops if self.live[op.uid].bends(name)
+            (op.uid, op.params, op.enabled)
+            for op in state.ops
+            if self.live[op.uid].bends(name, op.uid in folded)
         )
         return (state.version, state.interp, ops)
 
@@ -250,6 +288,8 @@ class Bends:
         for op in changed:
             names.update(dict.fromkeys(self.live[op.uid].weights))
             names.update(dict.fromkeys(self.live[op.uid].folds))
+        for op in {*before.ops, *after.ops}:  # another op may fold or unfold this one
+            names.update(dict.fromkeys(self.live[op.uid].readers))
         return list(names)
 
     # -- payloads ----------------------------------------------------------------------------
@@ -279,11 +319,12 @@ class Bends:
 
     def weight(self, state: BendingState, name: str) -> torch.Tensor:
         """Weight ``name`` as ``state`` bends it."""
+        folded = self.folded(state)
         chain = [
             (self.twin(op), weight_state)
             for op in state.ops
             if op.enabled
-            for weight_state in self.live[op.uid].states(name)
+            for weight_state in self.live[op.uid].states(name, op.uid in folded)
         ]
         return self.bank.bended(name, state.version, state.interpolation, chain)
 

@@ -121,6 +121,7 @@ class StreamEngine:
             self._set_live,
             self._optimized,
             self.cuda_graphs,
+            fold=optimize != "none",
         )
         initial = BendingState(version=self.bended.weight_bank.default_name)
         self.timeline = Timeline(initial, self._bends, self.commands, capacity)
@@ -455,6 +456,13 @@ class StreamEngine:
 
     def op(self, op_id: str) -> BendingOp:
         return self._bends.op(self.state.op(op_id).uid)
+
+    @property
+    def folded_ops(self) -> list[str]:
+        """The ops of the pending state that play folded into the weights of the layers
+        reading their activations (``optimize="passes"``; docs/engine.md): no work per block."""
+        folded = self._bends.folded(self.state)
+        return [op.op_id for op in self.state.ops if op.uid in folded]
 
     def collect(self) -> None:
         """Free what applied changes replaced (control side; submitting a change does too)."""

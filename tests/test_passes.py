@@ -2,6 +2,8 @@
 optimised graph equal to the unoptimised one (<= 1e-6) on the module-kind table, the shipped
 models with their presets and a cached-conv model, block by block, with live changes."""
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -12,8 +14,8 @@ from torch import nn
 
 import bendserver as tb
 from bendserver.compat import has_forward_hooks
-from bendserver.passes import PASSES, optimize, run_passes
-from bendserver.passes.convolution import strided_conv1d
+from bendserver.passes import PASSES, convolution, optimize, run_passes
+from bendserver.passes.convolution import strided_conv1d, tap_sum_conv1d
 from bendserver.tracing import is_guard
 
 
@@ -150,7 +152,8 @@ def test_drive_is_rewritten_as_the_passes_say():
     nodes = list(engine._forward.__self__.graph.nodes)
     assert not [n for n in nodes if n.op == "call_module"], "every module called directly"
     assert not [n for n in nodes if n.op == "get_attr" and "." in n.target]
-    assert [n for n in nodes if n.target is strided_conv1d], "the dilated sag filter"
+    rewritten = [n for n in nodes if n.target in (strided_conv1d, tap_sum_conv1d)]
+    assert rewritten, "the dilated sag filter (a third of a convolution's time here)"
     cats = [n for n in nodes if n.target is torch.cat]
     assert len(cats) == 3 and all("out" in n.kwargs for n in cats), "preallocated caches"
     assert not [n for n in nodes if n.target == "detach"]
@@ -225,16 +228,38 @@ def test_a_module_with_hooks_keeps_them():
     assert calls, "the hook ran"
 
 
-@pytest.mark.parametrize("batch,channels,out,taps,dilation", [(1, 8, 1, 8, 128), (2, 3, 5, 3, 2)])
-def test_strided_conv_equals_the_dilated_convolution(batch, channels, out, taps, dilation):
+@pytest.mark.parametrize("form", [strided_conv1d, tap_sum_conv1d])
+@pytest.mark.parametrize(
+    "batch,channels,out,taps,dilation", [(1, 8, 1, 8, 128), (2, 3, 5, 3, 2), (1, 8, 1, 16, 1)]
+)
+def test_each_form_equals_the_convolution(form, batch, channels, out, taps, dilation):
     x = torch.randn(batch, channels, 300 + dilation * (taps - 1))
     weight, bias = torch.randn(out, channels, taps), torch.randn(out)
     expected = F.conv1d(x, weight, bias, dilation=dilation)
-    torch.testing.assert_close(strided_conv1d(x, weight, bias, dilation), expected)
-    torch.testing.assert_close(
-        strided_conv1d(x[..., 1:], weight, None, dilation),
+    torch.testing.assert_close(form(x, weight, bias, dilation), expected)
+    torch.testing.assert_close(  # an input that does not start its storage (a cache's tail)
+        form(x[..., 1:], weight, None, dilation),
         F.conv1d(x[..., 1:], weight, None, dilation=dilation),
     )
+    transposed = weight.transpose(0, 1).contiguous().transpose(0, 1)  # a weight's other layout
+    torch.testing.assert_close(form(x, transposed, bias, dilation), expected)
+
+
+def test_a_form_is_chosen_only_where_it_measures_faster(monkeypatch):
+    def slow(x, weight, bias, dilation):
+        time.sleep(0.002)
+        return F.conv1d(x, weight, bias, dilation=dilation)
+
+    forms = convolution.FORMS
+    monkeypatch.setattr(convolution, "_CHOSEN", {})
+    monkeypatch.setattr(convolution, "FORMS", {"slow": slow})
+    assert convolution.fastest_form((1, 8, 300), (1, 8, 4), True, 1) is None, "keeps torch's"
+    monkeypatch.setattr(convolution, "FORMS", {"same": F.conv1d})
+    assert convolution.fastest_form((1, 8, 300), (1, 8, 4), True, 1) is None, "remembered"
+    monkeypatch.setattr(convolution, "_CHOSEN", {})
+    monkeypatch.setattr(convolution, "FORMS", forms)
+    fast = convolution.fastest_form((1, 8, 1200 + 128 * 7), (1, 8, 8), True, 128)
+    assert fast in (strided_conv1d, tap_sum_conv1d), "torch's dilated path is several x slower"
 
 
 def test_run_passes_reports_what_changed():
@@ -243,7 +268,6 @@ def test_run_passes_reports_what_changed():
     bended.trace(x=torch.randn(1, 1, 32))
     changed = run_passes(bended.build("forward", []))
     assert {"direct-calls", "preallocated-cache", "direct-attributes"} <= set(changed)
-    assert "dilated-conv-as-matmul" not in changed, "no dilated convolution there"
 
 
 def test_a_guard_that_shapes_settle_goes_and_one_they_do_not_stays():

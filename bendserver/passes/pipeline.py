@@ -11,7 +11,7 @@ from ..errors import BendingError
 from .attributes import direct_attributes
 from .calls import direct_calls
 from .cleanup import dead_code, drop_detach, fold_constants
-from .convolution import dilated_conv_as_matmul
+from .convolution import conv1d_forms
 from .shapes import fold_shapes
 from .streaming import preallocated_cache
 
@@ -35,7 +35,7 @@ class GraphPass:
 PASSES = (
     GraphPass("fold-shapes", fold_shapes),
     GraphPass("direct-calls", direct_calls),
-    GraphPass("dilated-conv-as-matmul", dilated_conv_as_matmul),
+    GraphPass("conv1d-forms", conv1d_forms),
     GraphPass("drop-detach", drop_detach),
     GraphPass("preallocated-cache", preallocated_cache),
     GraphPass("fold-constants", fold_constants),

@@ -12,11 +12,19 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
-from .convolution import strided_conv1d
+from .convolution import strided_conv1d, tap_sum_conv1d
 from .nodes import add_buffer, attribute, is_view, mutates
 
 #: Functions that read their input and return a fresh tensor (never a view of it).
-_FRESH = {F.conv1d, F.conv2d, F.conv_transpose1d, F.linear, torch.matmul, strided_conv1d}
+_FRESH = {
+    F.conv1d,
+    F.conv2d,
+    F.conv_transpose1d,
+    F.linear,
+    torch.matmul,
+    strided_conv1d,
+    tap_sum_conv1d,
+}
 
 
 def _stays_inside(node: torch.fx.Node) -> bool:

@@ -55,6 +55,7 @@ class Row:
     dropped: int
     xruns: int
     late: int
+    drain_ms: float  #: from the client's last message to the server having read all it sent
     final: str
     p50_ms: float
     p99_ms: float
@@ -93,7 +94,8 @@ def run_stress(
 def format_rows(rows: list[Row]) -> str:
     headers = [
         "block", "load", "sent", "received", "coalesced", "dropped", "xruns", "late",
-        "final values", "compute p50 ms", "p99 ms", "max ms", "jitter p99 ms", "jitter max ms",
+        "drained ms", "final values", "compute p50 ms", "p99 ms", "max ms", "jitter p99 ms",
+        "jitter max ms",
     ]  # fmt: skip
     table = [list(vars(row).values()) for row in rows]
     return tabulate(table, headers=headers, floatfmt=".2f")
@@ -145,7 +147,7 @@ def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> 
     before = osc.stats()
     if load == "0":
         time.sleep(seconds)
-        sent, final = 0, "-"
+        sent, final, drain_ms = 0, "-", 0.0
     else:
         value = 0.37 + 0.01 * len(load)  # a value no load message carries
         client = subprocess.run(
@@ -155,7 +157,13 @@ def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> 
             text=True,
         )
         sent = int(client.stdout.split()[1])
-        time.sleep(2 * block / 48000 + 0.005)  # two blocks after the last message
+        # The socket is first in, first out, and so are the intake and the worker: /stats is
+        # answered once the server has read and dispatched all the client sent. A client
+        # faster than the intake leaves a backlog in the socket's buffer; that time is shown.
+        finished = time.monotonic()
+        osc.stats()
+        drain_ms = 1e3 * (time.monotonic() - finished)
+        time.sleep(2 * block / 48000 + 0.005)  # two blocks after the server has the last word
         wanted = {a: lo + (hi - lo) * value for a, lo, hi in ranges}
         got = {a: osc.ask(f"/get{a}")[0] for a in wanted}
         settled = osc.stats()
@@ -165,7 +173,7 @@ def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> 
     delta = {k: after[k] - before[k] for k in ("received", "coalesced", "dropped", "xruns", "late")}
     return Row(
         block, load, sent, int(delta["received"]), int(delta["coalesced"]),
-        int(delta["dropped"]), int(delta["xruns"]), int(delta["late"]), final,
+        int(delta["dropped"]), int(delta["xruns"]), int(delta["late"]), drain_ms, final,
         after["p50_ms"], after["p99_ms"], after["max_ms"],
         after["jitter_p99_ms"], after["jitter_max_ms"],
     )  # fmt: skip

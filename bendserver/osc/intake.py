@@ -17,6 +17,7 @@ the ring's header, for ``/stats``.
 from __future__ import annotations
 
 import collections
+import functools
 import gc
 import ipaddress
 import mmap
@@ -41,9 +42,7 @@ SO_RXQ_OVFL = 40
 MAX_DATAGRAM = 65536
 #: Datagrams read from the socket before they are sorted (a burst's worth on a small machine).
 DRAIN = 4096
-_UNKNOWN = object()
 LOOPBACK = ("127.0.0.0/8", "::1/128")
-_BUNDLE = b"#bundle\x00"
 
 
 def allowed_networks(allow: Iterable[str] = ()) -> list:
@@ -56,16 +55,11 @@ class AccessList:
 
     def __init__(self, allow: Iterable[str] = ()) -> None:
         self.networks = allowed_networks(allow)
-        self._known: dict[str, bool] = {}  # host -> verdict: a burst comes from few hosts
+        self._verdict = functools.lru_cache(maxsize=1024)(self._check)  # a burst: few hosts
 
     def allows(self, host: str) -> bool:
         """True when packets from ``host`` (an IP address string) may be handled."""
-        verdict = self._known.get(host)
-        if verdict is None:
-            verdict = self._check(host)
-            if len(self._known) < 1024:
-                self._known[host] = verdict
-        return verdict
+        return self._verdict(host)
 
     def _check(self, host: str) -> bool:
         try:
@@ -99,8 +93,7 @@ class Inbox:
     order per address, and against structural changes, is kept. Thread-safe."""
 
     def __init__(self, coalesces: Callable[[str], bool], capacity: int = 16384) -> None:
-        self._coalesces = coalesces
-        self._verdicts: dict[str, bool] = {}
+        self.coalesces = functools.lru_cache(maxsize=4096)(coalesces)  # asked once an address
         self.capacity = capacity
         self._letters: collections.deque[Letter] = collections.deque()
         self._waiting: dict[str, Letter] = {}
@@ -108,15 +101,6 @@ class Inbox:
         self._ready = threading.Condition()
         self.coalesced = 0  #: values replaced by a newer one before they were taken
         self.dropped = 0  #: messages lost because the inbox was full
-
-    def coalesces(self, address: str) -> bool:
-        """Whether values of ``address`` coalesce (asked once per address, then remembered)."""
-        verdict = self._verdicts.get(address)
-        if verdict is None:
-            verdict = self._coalesces(address)
-            if len(self._verdicts) < 4096:
-                self._verdicts[address] = verdict
-        return verdict
 
     def put(self, address: str | None, content: Any, host: str, arrival: Any = 0.0) -> None:
         """Queue ``content``; ``address`` None: never coalesced (a bundle, a bad packet).
@@ -159,11 +143,17 @@ class Inbox:
 def address_of(datagram: bytes) -> str | None:
     """The address of a bare OSC message, read without parsing the rest (None for a bundle,
     which may carry a timetag and is never coalesced, or for anything else)."""
-    if datagram.startswith(_BUNDLE) or not datagram.startswith(b"/"):
+    end = datagram.find(b"\x00", 0, 1024)  # a longer address: never coalesced
+    return _address(datagram[:end]) if end > 0 else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _address(name: bytes) -> str | None:
+    """The address spelled by the bytes before a datagram's first NUL (a burst repeats few)."""
+    if not name.startswith(b"/"):  # "#bundle", or not OSC
         return None
-    end = datagram.find(b"\x00")
     try:
-        return datagram[:end].decode("ascii") if end > 0 else None
+        return name.decode("ascii")
     except UnicodeDecodeError:
         return None
 
@@ -267,7 +257,6 @@ class Intake:
         self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
         self.unpushed = 0
         self._denied_hosts: set[str] = set()
-        self._addresses: dict[bytes, str | None] = {}  # a datagram's first bytes -> address
         self.running = True
 
     def run(self) -> None:
@@ -309,20 +298,14 @@ class Intake:
         stamps only for letters that reach the inbox."""
         self.packets += len(batch)
         self._read_kernel_drops(batch[-1][1])
-        put, addresses = self.inbox.put, self._addresses
+        put, allows = self.inbox.put, self.access.allows
         for data, ancillary, _, sender in batch:
             host = sender[0]
-            if not self.access.allows(host):
+            if not allows(host):
                 self._deny(host)
                 continue
             self.accepted += 1
-            end = data.find(b"\x00", 0, 256)  # an address longer than that: never coalesced
-            address = addresses.get(data[:end], _UNKNOWN) if end > 0 else None
-            if address is _UNKNOWN:
-                address = address_of(data)
-                if len(addresses) < 4096:
-                    addresses[data[:end]] = address
-            put(address, data, host, ancillary)
+            put(address_of(data), data, host, ancillary)
 
     def _deny(self, host: str) -> None:
         self.denied += 1

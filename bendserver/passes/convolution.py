@@ -81,8 +81,10 @@ def fastest_form(
     per shape, so that a rebuild does not time again."""
     key = (x_shape, weight_shape, bias, dilation, torch.get_num_threads())
     if key not in _CHOSEN:
-        x, weight = torch.randn(x_shape), torch.randn(weight_shape)
-        b = torch.randn(weight_shape[0]) if bias else None
+        random = torch.Generator().manual_seed(0)  # the caller's global stream stays untouched
+        x = torch.randn(x_shape, generator=random)
+        weight = torch.randn(weight_shape, generator=random)
+        b = torch.randn(weight_shape[0], generator=random) if bias else None
 
         def conv(x, weight, b, dilation):
             return F.conv1d(x, weight, b, dilation=dilation)

@@ -373,7 +373,7 @@ class BendedModule:
         """The states folding ``op`` into the readers of every activation in ``activations``,
         or {} unless all fold (and the module has one traced method: a layer may be called
         by several, on inputs the op does not bend)."""
-        if len(self._graphs) != 1 or not activations or ":" in "".join(activations):
+        if len(self._graphs) != 1 or not activations:
             return {}
         graph = next(iter(self._graphs.values()))
         states: dict[str, Any] = {}

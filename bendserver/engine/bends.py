@@ -204,11 +204,12 @@ class Bends:
     ) -> Plan:
         """What applying ``after`` over ``before`` must change (``ramps``: blocks per
         ``(uid, param)`` for the parameters this change moves gradually)."""
-        weights = tuple(
-            (name, self.signature(after, name))
-            for name in self._touched(before, after)
-            if self.signature(before, name) != self.signature(after, name)
-        )
+        folded_before, folded_after = self.folded(before), self.folded(after)
+        weights = []
+        for name in self._touched(before, after):
+            signature = self.signature(after, name, folded_after)
+            if self.signature(before, name, folded_before) != signature:
+                weights.append((name, signature))
         old = {op.uid: op for op in before.ops}
         params, enabled = [], []
         for op in after.ops:
@@ -232,7 +233,7 @@ class Bends:
         old_attributes = dict(before.attributes)
         attributes = tuple((k, v) for k, v in after.attributes if old_attributes.get(k) != v)
         return Plan(
-            weights,
+            tuple(weights),
             tuple(params),
             tuple(enabled),
             settings,
@@ -270,8 +271,8 @@ class Bends:
             if self.live[op.uid].readers and unfoldable.isdisjoint(self.live[op.uid].activations)
         }
 
-    def signature(self, state: BendingState, name: str) -> Signature:
-        folded = self.folded(state)
+    def signature(self, state: BendingState, name: str, folded: set[int]) -> Signature:
+        """What weight ``name`` depends on in ``state`` (``folded``: ``self.folded(state)``)."""
         ops = tuple(
             (op.uid, op.params, op.enabled)
             for op in state.ops
@@ -299,8 +300,9 @@ class Bends:
         payload = Payload(
             settings=dict(plan.settings), reset=plan.reset, attributes=dict(plan.attributes)
         )
+        folded = self.folded(state)
         for name, _ in plan.weights:
-            payload.weights[name] = self.weight(state, name)
+            payload.weights[name] = self.weight(state, name, folded)
         for uid, name, value, blocks in plan.params:
             tensor = self.live[uid].op.value_tensor(name)
             payload.ramps.append(((uid, name), Ramp(tensor, value, blocks)))
@@ -317,9 +319,8 @@ class Bends:
         if first is not None and first.is_cuda:
             torch.cuda.current_stream(first.device).synchronize()
 
-    def weight(self, state: BendingState, name: str) -> torch.Tensor:
-        """Weight ``name`` as ``state`` bends it."""
-        folded = self.folded(state)
+    def weight(self, state: BendingState, name: str, folded: set[int]) -> torch.Tensor:
+        """Weight ``name`` as ``state`` bends it (``folded``: ``self.folded(state)``)."""
         chain = [
             (self.twin(op), weight_state)
             for op in state.ops

@@ -277,7 +277,7 @@ class Intake:
         Two passes, because the kernel's buffer is what a burst must not overflow: the first
         only moves datagrams out of it (a kernel buffer of 8 MiB holds about 10 000 small
         datagrams; a list holds them for a tenth of the memory), the second checks senders and
-        coalesces, with what it learns per host and per address kept (see ``_sort``)."""
+        coalesces (``_sort``)."""
         receive = self.socket.recvmsg
         batch = []
         for _ in range(DRAIN):
@@ -317,9 +317,9 @@ class Intake:
             )
 
     def _read_kernel_drops(self, ancillary: list) -> None:
-        for level, kind, data in ancillary:
-            if level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL and len(data) >= 4:
-                self.kernel_dropped = struct.unpack("I", data[:4])[0]
+        data = _socket_option(ancillary, SO_RXQ_OVFL, 4)
+        if data is not None:
+            self.kernel_dropped = struct.unpack("I", data[:4])[0]
 
     def _flush(self) -> None:
         """Move letters into the ring while it has room; wake the reader."""
@@ -362,11 +362,20 @@ def arrival_time(stamp: float | list) -> float:
     ``recvmsg`` returned with the datagram (now, where the kernel gave none)."""
     if isinstance(stamp, float):
         return stamp
-    for level, kind, data in stamp:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
-            seconds, nanoseconds = struct.unpack("qq", data[:16])
-            return seconds + nanoseconds * 1e-9
-    return time.time()
+    data = _socket_option(stamp, SO_TIMESTAMPNS, 16)
+    if data is None:
+        return time.time()
+    seconds, nanoseconds = struct.unpack("qq", data[:16])
+    return seconds + nanoseconds * 1e-9
+
+
+def _socket_option(ancillary: list, kind: int, size: int) -> bytes | None:
+    """The data of socket-level option ``kind`` in ``recvmsg``'s ancillary data (at least
+    ``size`` bytes), or None."""
+    for level, option, data in ancillary:
+        if level == socket.SOL_SOCKET and option == kind and len(data) >= size:
+            return data
+    return None
 
 
 def _set_receive_buffer(sock: socket.socket, size: int) -> None:

@@ -413,9 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stress.add_argument(
         "--load",
-        default="0,1k,10k,burst",
-        help="loads, comma-separated: 0 (no OSC), 1k and 10k (messages a second), burst "
-        "(20 000 as fast as one client sends)",
+        default="0,1k,10k,burst,reference",
+        help="loads, comma-separated: 0 (no OSC), 1k, 10k and 20k (messages a second), burst "
+        "(20 000 as fast as one client sends), reference (no server: a client without torch "
+        "doing the server's median compute of numpy work per block: the machine's own xruns)",
     )
     stress.add_argument(
         "--seconds", type=float, default=20.0, help="seconds each load lasts (default 20)"

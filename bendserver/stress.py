@@ -31,6 +31,7 @@ from tabulate import tabulate
 
 from .errors import BendingError
 from .loader import load_model
+from .osc.intake import LOSSES
 from .presets import load_preset, preset_for
 
 #: Loads: a name and (messages a second, seconds; a negative seconds value means that many
@@ -42,7 +43,12 @@ LOADS = {
     "20k": (20000.0, 1.0),
     "burst": (0.0, -20.0),
 }
+#: Not a load on the server: a client with no torch and no server doing the server's median
+#: compute time of plain numpy work per block on the same JACK server (what the machine does
+#: to any client), measured after the server's rows of its block size.
+REFERENCE = "reference"
 _LOADGEN = Path(__file__).parent / "osc" / "loadgen.py"
+_REFERENCE = Path(__file__).parent / "audio" / "reference.py"
 
 
 @dataclass
@@ -52,7 +58,7 @@ class Row:
     sent: int
     received: int
     coalesced: int
-    dropped: int
+    dropped: str  #: how many, and their causes where there were any ("1 kernel")
     xruns: int
     late: int
     drain_ms: float  #: from the client's last message to the server having read all it sent
@@ -77,16 +83,21 @@ def run_stress(
     for name in ("jackd", "jack_wait"):
         if shutil.which(name) is None:
             raise BendingError(f"{name} is missing: install Debian's jackd2")
-    unknown = sorted(set(loads) - set(LOADS))
+    unknown = sorted(set(loads) - {*LOADS, REFERENCE})
     if unknown:
-        raise BendingError(f"unknown loads {unknown}: choose from {sorted(LOADS)}")
+        raise BendingError(f"unknown loads {unknown}: choose from {sorted([*LOADS, REFERENCE])}")
     search = search or []
     ranges = _parameters(model, preset, search)
-    rows = []
+    rows: list[Row] = []
     for block in blocks:
-        with _jack(block) as name, _served(model, preset, block, name, search) as osc:
-            for load in loads:
-                rows.append(_measure(osc, block, load, seconds, ranges))
+        with _jack(block) as name:
+            with _served(model, preset, block, name, search) as osc:
+                for load in (load for load in loads if load != REFERENCE):
+                    rows.append(_measure(osc, block, load, seconds, ranges))
+                    progress(rows[-1])
+            if REFERENCE in loads:
+                work_ms = rows[-1].p50_ms if rows and rows[-1].block == block else 0.25
+                rows.append(_reference(name, block, seconds, work_ms))
                 progress(rows[-1])
     return rows
 
@@ -170,12 +181,34 @@ def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> 
         ok = all(math.isclose(got[a], v, abs_tol=1e-6) for a, v in wanted.items())
         final = "all applied" if ok and settled["pending"] == 0 else f"WRONG {got}"
     after = osc.stats()
-    delta = {k: after[k] - before[k] for k in ("received", "coalesced", "dropped", "xruns", "late")}
+    counts = ("received", "coalesced", "dropped", "xruns", "late", *LOSSES)
+    delta = {k: int(after[k] - before[k]) for k in counts}
+    causes = [f"{delta[k]} {k.removeprefix('dropped_')}" for k in LOSSES if delta[k]]
+    dropped = f"{delta['dropped']} ({', '.join(causes)})" if causes else str(delta["dropped"])
     return Row(
-        block, load, sent, int(delta["received"]), int(delta["coalesced"]),
-        int(delta["dropped"]), int(delta["xruns"]), int(delta["late"]), drain_ms, final,
+        block, load, sent, delta["received"], delta["coalesced"], dropped, delta["xruns"],
+        delta["late"], drain_ms, final,
         after["p50_ms"], after["p99_ms"], after["max_ms"],
         after["jitter_p99_ms"], after["jitter_max_ms"],
+    )  # fmt: skip
+
+
+def _reference(jack: str, block: int, seconds: float, work_ms: float) -> Row:
+    """The reference client's row (:mod:`bendserver.audio.reference`) on JACK server ``jack``."""
+    env = {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
+    client = subprocess.run(
+        [sys.executable, str(_REFERENCE), str(block), str(seconds), str(work_ms)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if client.returncode != 0:
+        raise BendingError(f"the reference client failed: {client.stderr.strip()[-500:]}")
+    figures = dict(word.split("=") for word in client.stdout.split())
+    return Row(
+        block, REFERENCE, 0, 0, 0, "-", int(figures["xruns"]), int(figures["late"]), 0.0, "-",
+        *(float(figures[k]) for k in ("p50_ms", "p99_ms", "max_ms", "jitter_p99_ms",
+                                      "jitter_max_ms")),
     )  # fmt: skip
 
 

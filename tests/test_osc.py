@@ -31,6 +31,7 @@ from bendserver.osc import (
     parse_datagram,
 )
 from bendserver.osc.access import checked_networks
+from bendserver.osc.intake import LOSSES
 from bendserver.osc.packets import MAX_DEPTH
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -315,9 +316,27 @@ def test_the_intake_coalesces_a_fader_dump_and_keeps_the_last_value():
         assert parsed[-1].address == "/bend/mask/prob" and parsed[-1].params == [0.75]
         counters = receiver.counters()
         assert counters["accepted"] == 20002, counters
-        assert counters["dropped"] == counters["kernel_dropped"] == 0
+        assert sum(counters[name] for name in LOSSES) == 0
         assert len(letters) + counters["coalesced"] == 20002
         print(f"20 002 datagrams in, {len(letters)} forwarded, {counters['coalesced']} coalesced")
+    finally:
+        receiver.stop()
+
+
+def test_a_loss_is_counted_under_its_cause():
+    """A datagram larger than a ring slot is lost as ``dropped_large``, not under another
+    cause, and what follows it still arrives."""
+    receiver = intake()
+    try:
+        blob = build_msg("/preset/load", [b"x" * receiver.ring.capacity]).dgram
+        send(receiver.port, blob, build_msg("/ping", []).dgram)
+        letters = taken(receiver, 1)
+        assert [OscMessage(letter.content).address for letter in letters] == ["/ping"]
+        counters = receiver.counters()
+        assert {name: counters[name] for name in LOSSES} == {
+            "dropped_full": 0, "dropped_large": 1, "dropped_kernel": 0
+        }  # fmt: skip
+        assert counters["accepted"] == 2
     finally:
         receiver.stop()
 
@@ -339,7 +358,7 @@ def test_a_raw_burst_loses_nothing_and_its_last_values_land():
         send(receiver.port, *burst, *finals)
         letters = taken(receiver, 10**6, timeout=2.0)
         counters = receiver.counters()
-        assert counters["dropped"] == counters["kernel_dropped"] == 0, counters
+        assert sum(counters[name] for name in LOSSES) == 0, counters
         assert counters["accepted"] == 20003
         assert len(letters) + counters["coalesced"] == 20003
         last = {}

@@ -163,7 +163,7 @@ def test_a_burst_of_10000_messages(jack, replies):
         deadline = time.monotonic() + 30
         intake = server.osc.receiver
         while time.monotonic() < deadline and (
-            intake.counters()["packets"] + intake.counters()["kernel_dropped"] < count
+            intake.counters()["packets"] + intake.counters()["dropped_kernel"] < count
         ):
             time.sleep(0.05)
         time.sleep(0.5)  # what the intake holds reaches the engine
@@ -279,11 +279,14 @@ def test_a_mono_model_plays_on_both_speakers(jack, replies):
 def test_the_stress_command_prints_its_table():
     need("jackd")
     result = subprocess.run(
-        [sys.executable, "-m", "bendserver.cli", "stress", "--block", "256", "--load", "0,1k",
-         "--seconds", "2"],
+        [sys.executable, "-m", "bendserver.cli", "stress", "--block", "256", "--load",
+         "0,1k,reference", "--seconds", "2"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("256")]
-    assert [row[1] for row in rows] == ["0", "1k"], result.stdout
+    assert [row[1] for row in rows] == ["0", "1k", "reference"], result.stdout
     assert "all applied" in result.stdout and int(rows[1][2]) >= 2000, result.stdout
+    reference = rows[2]
+    assert reference[2:6] == ["0", "0", "0", "-"], "the reference client gets no OSC"
+    assert float(reference[-5]) > 0.05, "it does work each block (the server's median)"

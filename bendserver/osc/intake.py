@@ -10,8 +10,9 @@ shared-memory :class:`Ring` (one writer, one reader) to the server's control wor
 and applies them; a byte on a pipe wakes the worker. Small ring, so that a backlog waits in the
 inbox, coalesced, rather than in the ring: a final value is at most a ring's length behind.
 
-Counters (datagrams read, accepted, coalesced, dropped, denied, dropped by the kernel) live in
-the ring's header, for ``/stats``.
+Counters (datagrams read, accepted, coalesced, denied, and each way of losing one: no room in
+the inbox, too large for a ring slot, dropped by the kernel) live in the ring's header, for
+``/stats``.
 """
 
 from __future__ import annotations
@@ -165,11 +166,15 @@ def _address(name: bytes) -> str | None:
 #: is atomic on the platforms we run on). The standard formats ("<") go byte by byte, and a
 #: count caught halfway through a carry reads smaller: the writer could see a full ring where
 #: there is room.
+#: The ways a message is lost: no room in the inbox, too large for a ring slot, dropped by the
+#: kernel (its buffer full). Each has a counter; ``dropped`` in ``/stats`` is their sum.
+LOSSES = ("dropped_full", "dropped_large", "dropped_kernel")
+COUNTERS = ("packets", "accepted", "coalesced", "denied", *LOSSES)
 _COUNTS = struct.Struct("@2Q")
 _COUNT = struct.Struct("@Q")
-_HEADER = struct.Struct("@8Q")
+_COUNTERS = struct.Struct(f"@{len(COUNTERS)}Q")
+_HEADER = struct.Struct(f"@{2 + len(COUNTERS)}Q")
 _SLOT_HEAD = struct.Struct("<IId48s")
-COUNTERS = ("packets", "accepted", "coalesced", "dropped", "denied", "kernel_dropped")
 
 
 class Ring:
@@ -202,9 +207,6 @@ class Ring:
         """The largest datagram a slot holds."""
         return self.slot_size - _SLOT_HEAD.size
 
-    def _counts(self) -> tuple[int, ...]:
-        return _HEADER.unpack_from(self.buffer, 0)
-
     def push(self, datagram: bytes, host: str, arrival: float) -> bool:
         """Write one datagram (writer); False when the ring is full."""
         written, read = _COUNTS.unpack_from(self.buffer, 0)
@@ -231,10 +233,12 @@ class Ring:
         return datagram, host[:host_length].decode("ascii"), arrival
 
     def write_counters(self, values: Iterable[int]) -> None:
-        struct.pack_into(f"@{len(COUNTERS)}Q", self.buffer, 16, *values)
+        """Store the intake's counters, in the order of :data:`COUNTERS` (writer)."""
+        _COUNTERS.pack_into(self.buffer, _COUNTS.size, *values)
 
     def counters(self) -> dict[str, int]:
-        values = struct.unpack_from(f"@{len(COUNTERS)}Q", self.buffer, 16)
+        """The intake's counters by name (either side)."""
+        values = _COUNTERS.unpack_from(self.buffer, _COUNTS.size)
         return dict(zip(COUNTERS, values, strict=True))
 
     def close(self) -> None:
@@ -255,7 +259,7 @@ class Intake:
     ) -> None:
         self.socket, self.access, self.inbox, self.ring, self.wake = sock, access, inbox, ring, wake
         self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
-        self.unpushed = 0
+        self.unpushed = 0  #: letters the ring refused (cannot happen after its room is checked)
         self._denied_hosts: set[str] = set()
         self.running = True
 
@@ -341,8 +345,9 @@ class Intake:
                 self.packets,
                 self.accepted,
                 self.inbox.coalesced,
-                self.inbox.dropped + self.too_large + self.unpushed,
                 self.denied,
+                self.inbox.dropped + self.unpushed,
+                self.too_large,
                 self.kernel_dropped,
             )
         )

@@ -103,6 +103,5 @@ class OscReceiver:
         return Letter("", datagram, host, arrival, 0)
 
     def counters(self) -> dict[str, int]:
-        """Datagrams read, accepted, coalesced, dropped (inbox full or too large), denied, and
-        dropped by the kernel (its buffer full)."""
+        """The intake's counters (:data:`~bendserver.osc.intake.COUNTERS`)."""
         return self.ring.counters() if self._final is None else self._final

@@ -9,6 +9,7 @@ from ..audio.gate import ComputeGate
 from ..audio.priority import CONTROL, set_realtime
 from ..control import Controller, coalescing_pattern
 from .access import checked_networks
+from .intake import LOSSES
 from .receiver import DEFAULT_RCVBUF, OscReceiver
 from .replies import ReplySender
 from .worker import ControlWorker
@@ -65,13 +66,16 @@ class OscService:
         self.replies.close()
 
     def counters(self) -> dict[str, float]:
-        """Datagrams received, parameter values coalesced, messages lost (full inbox or socket
-        buffer), refused, errors."""
+        """Datagrams received, parameter values coalesced, messages lost (all, then by cause:
+        no room in the intake's inbox, too large for the ring, dropped by the kernel with its
+        buffer full), refused, errors."""
         intake, worker = self.receiver.counters(), self.worker
+        causes = {name: intake[name] for name in LOSSES}
         return {
             "received": intake["accepted"],
             "coalesced": intake["coalesced"],
-            "dropped": intake["dropped"] + intake["kernel_dropped"],
+            "dropped": sum(causes.values()),
+            **causes,
             "malformed": worker.malformed,
             "denied": intake["denied"],
             "osc_errors": worker.errors,

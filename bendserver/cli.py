@@ -236,8 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--optimize",
         choices=OPTIMIZE_MODES,
         default="passes",
-        help="none: the bended graph as traced; passes (default): the optimising passes "
-        "(docs/engine.md)",
+        help="none: the bended graph as traced; passes (default): the optimising passes; "
+        "compile: the passes, then torch.compile where it measures faster at load, said with "
+        "its figures (CPU, needs a C++ compiler; docs/engine.md)",
     )
     devices = argparse.ArgumentParser(add_help=False)
     devices.add_argument(

@@ -85,7 +85,7 @@ class ServeOptions:
     channels: int | None = None
     threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
     no_fuse: bool = False  #: play the model's output without the output fuse
-    optimize: str = "passes"  #: how the bended graph is optimised (none, passes)
+    optimize: str = "passes"  #: how the bended graph is optimised (none, passes, compile)
     device: str = "cpu"  #: where the model runs: cpu, cuda or cuda:N
     models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
     version: list[str] = field(default_factory=list)  #: weight files added as versions
@@ -265,6 +265,7 @@ class Server:
             f"input      {self.source.name if self.source else options.input}",
             f"block      {engine.block} (device block {self.device_block}), "
             f"{options.latency_mode} mode, graph optimised: {engine.optimize}",
+            *(f"compile    {report}" for report in engine.compile_report),
             f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own",
             f"osc        listening on {self.osc.receiver.host}:{self.osc.port} "
             f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "

@@ -2,19 +2,21 @@
 optimised graph equal to the unoptimised one (<= 1e-6) on the module-kind table, the shipped
 models with their presets and a cached-conv model, block by block, with live changes."""
 
+import re
+import shutil
 import time
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from streaming import CausalStack
+from streaming import CausalStack, twin
 from test_module_kinds import KINDS, _pair
 from torch import nn
 
 import bendserver as tb
 from bendserver.compat import has_forward_hooks
-from bendserver.passes import PASSES, convolution, optimize, run_passes
+from bendserver.passes import PASSES, compiled, convolution, optimize, run_passes
 from bendserver.passes.convolution import strided_conv1d, tap_sum_conv1d
 from bendserver.tracing import is_guard
 
@@ -289,3 +291,62 @@ def test_a_guard_that_shapes_settle_goes_and_one_they_do_not_stays():
         torch.testing.assert_close(optimised(x), plain(x))
         with pytest.raises(tb.BendingError):
             optimised(-x)  # the traced branch is not this input's
+
+
+needs_compiler = pytest.mark.skipif(
+    shutil.which("g++") is None and shutil.which("c++") is None,
+    reason="torch.compile (inductor) builds C++ on the CPU: no compiler here",
+)
+
+
+def _compile_engines(**ops):
+    """A passes engine and a compile engine of twin tiny streaming models, ``ops`` added
+    before the first block (when the compile engine compiles)."""
+    engines = [
+        tb.StreamEngine(model, block=128, optimize=mode)
+        for model, mode in zip(twin(CausalStack), ("passes", "compile"), strict=True)
+    ]
+    for engine in engines:
+        for op_id, (op, key) in ops.items():
+            engine.add_op(op_id, op(), key)
+    return engines
+
+
+@needs_compiler
+def test_compile_plays_as_the_passes_and_everything_stays_live(monkeypatch):
+    """The compiled forward, chosen here whatever it measures: block by block equal to the
+    passes through a parameter change, a weight op's change, an op switched off and on and a
+    reset, and no guard failed (nothing would have compiled on the audio thread)."""
+    monkeypatch.setattr(compiled, "MARGIN", float("inf"))
+    engines = _compile_engines(
+        lift=(lambda: tb.Bias(0.1), "act"), soft=(lambda: tb.Scale(0.5), "first.conv.weight")
+    )
+    rng = np.random.default_rng(5)
+    _stream(engines, 4, rng)
+    forward = engines[1]._forward
+    assert isinstance(forward, compiled.GuardedForward), engines[1].compile_report
+    assert engines[1].compile_report[-1].endswith(": compiled")
+    for engine in engines:
+        engine.set_param("lift", "value", -0.2)
+        engine.set_param("soft", "value", 1.5)
+    _stream(engines, 3, rng)
+    for engine in engines:
+        engine.enable_op("lift", False)
+    _stream(engines, 3, rng)
+    for engine in engines:
+        engine.enable_op("lift", True)
+        engine.request_reset()
+    _stream(engines, 3, rng)
+    assert engines[1]._forward is forward and not forward.failed
+
+
+@needs_compiler
+def test_compile_keeps_the_passes_where_they_are_faster_or_dynamo_cannot_take_the_graph():
+    """Chosen by measurement, said with figures; an op drawing from its own generator is not
+    something dynamo takes whole: the passes play, the noise drawn as with the passes."""
+    engines = _compile_engines(noise=(lambda: tb.Noise(0.1, seed=3, fresh=True), "act"))
+    _stream(engines, 4, np.random.default_rng(6))
+    bare, bended = engines[1].compile_report
+    assert re.fullmatch(r"compiled \S+ ms vs passes \S+ ms per block: (compiled|the passes)", bare)
+    assert bended.startswith("not compiled (") and bended.endswith("): the passes")
+    assert not isinstance(engines[1]._forward, compiled.GuardedForward)

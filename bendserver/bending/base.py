@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -243,6 +243,23 @@ class BoundOp(nn.Module):
                     "make it independent of the other dimensions, or trace again with this shape"
                 ) from error
             raise
+
+
+def forward_state(
+    module: nn.Module, state: Iterable[torch.Tensor] = ()
+) -> tuple[list[torch.Tensor], list[torch.Generator]]:
+    """What a forward of ``module`` may write (its buffers, ``state``, its bound ops' state
+    tensors) and the generators its ops draw from."""
+    tensors = {id(t): t for t in (*module.buffers(), *state)}
+    generators = []
+    for sub in module.modules():
+        if isinstance(sub, BoundOp):
+            for value in sub.state.values():
+                if isinstance(value, torch.Tensor):
+                    tensors[id(value)] = value
+                elif isinstance(value, torch.Generator):
+                    generators.append(value)
+    return list(tensors.values()), generators
 
 
 def seeded_generator(seed: int, target: str, device) -> torch.Generator:

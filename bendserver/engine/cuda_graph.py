@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..bending.base import BoundOp
+from ..bending.base import forward_state
 
 log = logging.getLogger("bendserver.engine")
 
@@ -69,7 +69,8 @@ class Replay:
     ) -> None:
         if static_input.device.type != "cuda":
             raise RuntimeError(f"a CUDA graph runs on a CUDA device, not {static_input.device}")
-        tensors, generators = _written_by(module, state)
+        tensors, generators = forward_state(module, state)
+        generators = [g for g in generators if g.device.type == "cuda"]
         device = static_input.device
         side = torch.cuda.Stream(device)
         graph = torch.cuda.CUDAGraph()
@@ -98,23 +99,6 @@ class Replay:
             self.input.copy_(x)
         self.graph.replay()
         return self.output
-
-
-def _written_by(
-    module: torch.nn.Module, state: Iterable[torch.Tensor]
-) -> tuple[list[torch.Tensor], list[torch.Generator]]:
-    """The tensors a forward of ``module`` may write (its buffers, ``state``, its bound ops'
-    state) and the CUDA generators its ops draw from."""
-    tensors = {id(t): t for t in (*module.buffers(), *state)}
-    generators = []
-    for sub in module.modules():
-        if isinstance(sub, BoundOp):
-            for value in sub.state.values():
-                if isinstance(value, torch.Tensor):
-                    tensors[id(value)] = value
-                elif isinstance(value, torch.Generator) and value.device.type == "cuda":
-                    generators.append(value)
-    return list(tensors.values()), generators
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ from ..bending.base import BendingOp
 from ..bending.config import BendingConfig
 from ..errors import BendingError
 from ..loader import LoadedModel, load_model, resolve_device
-from ..passes import OPTIMIZE_MODES, optimize
+from ..passes import OPTIMIZE_MODES, compile_forward, optimize
 from ..presets import Preset, load_preset
 from ..tracing import restoring_buffers
 from .bends import Bends, Payload
@@ -82,9 +82,17 @@ class StreamEngine:
     ) -> None:
         if optimize not in OPTIMIZE_MODES:
             raise BendingError(f"optimize is one of {', '.join(OPTIMIZE_MODES)}, not {optimize!r}")
-        #: How built graphs are optimised: ``none``, ``passes`` (see :mod:`bendserver.passes`).
+        #: How built graphs are optimised: ``none``, ``passes``, ``compile`` (see
+        #: :mod:`bendserver.passes`).
         self.optimize = optimize
+        #: With ``compile``: for each graph built, what plays and why (measured figures).
+        self.compile_report: list[str] = []
         self.device = resolve_device(device)
+        if optimize == "compile" and self.device.type != "cpu":
+            raise BendingError(
+                "optimize='compile' is for the CPU: on CUDA the engine replays CUDA graphs "
+                "(docs/engine.md); use optimize='passes'"
+            )
         self.model = load_model(model, self.device)
         self.bended = self.model.bended
         self.method = method
@@ -112,6 +120,7 @@ class StreamEngine:
         self.cuda_graphs: CudaGraphs | None = None
         if not self._on_cpu:
             self._set_up_cuda(cuda_graph)
+        self.stats = EngineStats()
         self._trace()
         #: The tensor in each weight slot (audio side; reading ``slot.data`` would allocate).
         self._current = {name: slot.data for name, slot in self._slots.items()}
@@ -134,7 +143,6 @@ class StreamEngine:
         self.fuse = (
             OutputFuse(self.out_channels, self.sample_rate, ceiling) if fuse and audio_out else None
         )
-        self.stats = EngineStats()
         #: Failures the audio thread met, for the control side to report (see ``failures``).
         self._failures: collections.deque[str] = collections.deque(maxlen=64)
         self._failed_kinds: set[str] = set()
@@ -208,7 +216,15 @@ class StreamEngine:
     def _optimized(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         """A freshly built graph module's ``forward``, optimised, captured on a CUDA device
         (control side)."""
-        return self._captured(optimize(gm, self.optimize).forward, gm)
+        forward = optimize(gm, self.optimize).forward
+        if self.optimize == "compile":
+            with torch.inference_mode():  # as blocks come: the guards check it
+                example = torch.zeros((self.streams, self.spec.in_channels, self.in_frames))
+            state = self.bended.streaming_state()
+            forward, report = compile_forward(gm, example, state, self.stats.blocks == 0)
+            self.compile_report.append(report)
+            log.info("optimize compile: %s", report)
+        return self._captured(forward, gm)
 
     def _captured(self, forward: Callable[..., Any], module: torch.nn.Module) -> Callable[..., Any]:
         """``forward`` as a CUDA graph where the engine captures (else, or if that fails, as it

@@ -6,6 +6,7 @@ knowledge; every weight stays a live attribute (read at each call), so weight ch
 and op parameters apply at the next block with no re-trace.
 """
 
+from .compiled import compile_forward
 from .pipeline import OPTIMIZE_MODES, PASSES, GraphPass, optimize, run_passes
 
-__all__ = ["OPTIMIZE_MODES", "PASSES", "GraphPass", "optimize", "run_passes"]
+__all__ = ["OPTIMIZE_MODES", "PASSES", "GraphPass", "compile_forward", "optimize", "run_passes"]

@@ -15,8 +15,9 @@ from .convolution import conv1d_forms
 from .shapes import fold_shapes
 from .streaming import preallocated_cache
 
-#: ``none``: the bended graph as traced; ``passes``: the pass pipeline (the default).
-OPTIMIZE_MODES = ("none", "passes")
+#: ``none``: the bended graph as traced; ``passes``: the pass pipeline (the default);
+#: ``compile``: the passes, then ``torch.compile`` where it measures faster (:mod:`.compiled`).
+OPTIMIZE_MODES = ("none", "passes", "compile")
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,19 @@ def run_passes(gm: torch.fx.GraphModule, passes: Sequence[GraphPass] = PASSES) -
     return changed
 
 
+#: For ``compile``: inductor writes its own convolution kernels, and dynamo cannot take the
+#: hand-written forms whole (they read storage offsets); :mod:`.compiled` adds them to the
+#: forward it compares against.
+COMPILE_PASSES = tuple(p for p in PASSES if p.name != "conv1d-forms")
+
+
 def optimize(gm: torch.fx.GraphModule, mode: str = "passes") -> torch.fx.GraphModule:
-    """``gm`` optimised in place for ``mode`` (``none`` or ``passes``). Run off the audio
-    thread, after each (re)build. The result runs under ``torch.inference_mode`` only (as the
-    engine runs it): preallocated outputs and dropped detaches assume no autograd."""
+    """``gm`` optimised in place for ``mode`` (one of :data:`OPTIMIZE_MODES`; ``compile``: the
+    graph :func:`.compiled.compile_forward` takes). Run off the audio thread, after each
+    (re)build. The result runs under ``torch.inference_mode`` only (as the engine runs it):
+    preallocated outputs and dropped detaches assume no autograd."""
     if mode not in OPTIMIZE_MODES:
         raise BendingError(f"optimize is one of {', '.join(OPTIMIZE_MODES)}, not {mode!r}")
     if mode != "none":
-        run_passes(gm)
+        run_passes(gm, COMPILE_PASSES if mode == "compile" else PASSES)
     return gm

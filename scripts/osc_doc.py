@@ -69,8 +69,10 @@ NOTES = """
 `/stats` keys: `blocks` (blocks computed), `xruns` (device under/overflows reported to the audio
 callback), `missed` (threaded mode: outputs not ready in time), `callback_errors`, `received`
 (datagrams from allowed hosts), `coalesced` (parameter values replaced by a newer value of the
-same address before they applied), `dropped` (messages lost: the control inbox or the socket
-buffer full; it stays 0 on a server sized for its traffic), `malformed` (packets), `denied`
+same address before they applied), `dropped` (messages lost; it stays 0 on a server sized for
+its traffic) and its causes: `dropped_full` (no room in the intake's inbox), `dropped_large`
+(a datagram larger than a ring slot, 4 032 bytes), `dropped_kernel` (the socket's receive buffer
+was full: the kernel's count, `SO_RXQ_OVFL`), `malformed` (packets), `denied`
 (packets from hosts not allowed), `osc_errors` (`/error` replies), `late` (blocks whose compute
 took longer than the block lasts), `errors` (model or change failures), `p50_ms`, `p99_ms`,
 `max_ms` (compute time per block over the last 8192 blocks), `nan` (non-finite samples zeroed),

@@ -88,11 +88,12 @@ def run_stress(
         raise BendingError(f"unknown loads {unknown}: choose from {sorted([*LOADS, REFERENCE])}")
     search = search or []
     ranges = _parameters(model, preset, search)
+    served = [load for load in loads if load != REFERENCE]
     rows: list[Row] = []
     for block in blocks:
         with _jack(block) as name:
             with _served(model, preset, block, name, search) as osc:
-                for load in (load for load in loads if load != REFERENCE):
+                for load in served:
                     rows.append(_measure(osc, block, load, seconds, ranges))
                     progress(rows[-1])
             if REFERENCE in loads:

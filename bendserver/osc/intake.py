@@ -161,15 +161,15 @@ def _address(name: bytes) -> str | None:
 
 # -- the ring ----------------------------------------------------------------------------------
 
+#: The ways a message is lost: no room in the inbox, too large for a ring slot, dropped by the
+#: kernel (its buffer full). Each has a counter; ``dropped`` in ``/stats`` is their sum.
+LOSSES = ("dropped_full", "dropped_large", "dropped_kernel")
+COUNTERS = ("packets", "accepted", "coalesced", "denied", *LOSSES)
 #: The header's counts are read by one process while the other writes them: native format
 #: ("@"), which CPython packs and unpacks with one 8-byte copy (an aligned 8-byte store or load
 #: is atomic on the platforms we run on). The standard formats ("<") go byte by byte, and a
 #: count caught halfway through a carry reads smaller: the writer could see a full ring where
 #: there is room.
-#: The ways a message is lost: no room in the inbox, too large for a ring slot, dropped by the
-#: kernel (its buffer full). Each has a counter; ``dropped`` in ``/stats`` is their sum.
-LOSSES = ("dropped_full", "dropped_large", "dropped_kernel")
-COUNTERS = ("packets", "accepted", "coalesced", "denied", *LOSSES)
 _COUNTS = struct.Struct("@2Q")
 _COUNT = struct.Struct("@Q")
 _COUNTERS = struct.Struct(f"@{len(COUNTERS)}Q")

@@ -35,7 +35,9 @@ class GuardedForward:
     """A compiled forward that never compiles where it is called: with an op switched from how
     it was compiled, or a guard failing, the passes' forward runs instead."""
 
-    def __init__(self, compiled: Callable[..., Any], passes: Callable[..., Any], gm: Any) -> None:
+    def __init__(
+        self, compiled: Callable[..., Any], passes: Callable[..., Any], gm: torch.nn.Module
+    ) -> None:
         self.compiled, self.passes = compiled, passes
         self.switches = [(m.op, m.op.enabled) for m in gm.modules() if isinstance(m, BoundOp)]
         self.failed = False  #: a guard failed once: the passes' forward plays from then on
@@ -70,8 +72,8 @@ def compile_forward(
         with _put_back(gm, state):
             compiled_ms, passes_ms = _timed(compiled, passes.forward, example)
     except Exception as error:  # what dynamo or inductor cannot take plays the passes
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return passes.forward, f"not compiled ({type(error).__name__}: {reason[:160]}): the passes"
+        reason = (str(error).strip().splitlines() or [""])[0][:160]
+        return passes.forward, f"not compiled ({type(error).__name__}: {reason}): the passes"
     figures = f"compiled {compiled_ms:.3f} ms vs passes {passes_ms:.3f} ms per block"
     if compiled_ms < MARGIN * passes_ms:
         return GuardedForward(compiled, passes.forward, gm), f"{figures}: compiled"

@@ -7,10 +7,11 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from . import __version__
-from .errors import BendingError
+from .errors import BendingError, describe, is_bug
 from .loader import DEFAULT_MODEL
 from .passes import OPTIMIZE_MODES
 
@@ -38,9 +39,34 @@ def _sizes(text: str) -> list[int]:
     return [] if text.strip() == "0" else _blocks(text)
 
 
+def _probe(args: argparse.Namespace) -> None:
+    """Probe the model in a child process first (:mod:`bendserver.probe`), unless trusted."""
+    if not args.trust_model:
+        from .probe import probe_model
+
+        probe_model(args.model, args.models_dir)
+
+
+def _check_writable(path: Path, option: str) -> None:
+    """Refuse an output whose folder cannot take a new file before any work is done (files are
+    written beside their destination, then renamed into place)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as error:
+        raise BendingError(
+            f"cannot write {path} ({error.strerror or error}): give {option} a file in a folder "
+            "you can write to"
+        ) from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     from .serve import ServeOptions, run
 
+    if args.record:
+        _check_writable(Path(args.record), "--record")
+    _probe(args)
     options = ServeOptions(
         **{k: v for k, v in vars(args).items() if k in ServeOptions.__dataclass_fields__}
     )
@@ -64,7 +90,14 @@ def _render(args: argparse.Namespace) -> int:
         path = Path(args.score)
         if not path.is_file():
             raise BendingError(f"no score file {path}")
-        score = parse_score(path.read_text(encoding="utf-8"), str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise BendingError(
+                f"{path} is not UTF-8 text (byte {error.start} is {error.object[error.start]:#x}): "
+                "save the score as UTF-8"
+            ) from None
+        score = parse_score(text, str(path))
     inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
     into_folder = len(inputs) > 1 or any(Path(i).is_dir() for i in args.inputs)
@@ -77,6 +110,9 @@ def _render(args: argparse.Namespace) -> int:
         raise BendingError(
             f"several inputs would be written to {clashes}: render them into separate folders"
         )
+    for target in targets[:1]:  # they share a folder
+        _check_writable(target, "-o")
+    _probe(args)
     infos = [sound_info(source) for source in inputs]
     total = sum(info.duration for info in infos)
     with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
@@ -125,6 +161,7 @@ def _info(args: argparse.Namespace) -> int:
 
     from .loader import load_model
 
+    _probe(args)
     model = load_model(args.model, search=args.models_dir)
     print(f"{model.name}: {model.description}")
     print(
@@ -213,7 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bendserver", description=__doc__)
     parser.add_argument("--version", action="version", version=f"bendserver {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    models = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an error instead of its one-line message",
+    )
+    models = argparse.ArgumentParser(add_help=False, parents=[common])
     models.add_argument(
         "--models-dir",
         action="append",
@@ -221,6 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also look for model names in DIR (repeatable; before $BENDSERVER_MODELS, your "
         "models folder and the shipped models)",
+    )
+    trusting = argparse.ArgumentParser(add_help=False)
+    trusting.add_argument(
+        "--trust-model",
+        action="store_true",
+        help="skip the probe that first loads and calls a model that is not shipped in a child "
+        "process, to name a model whose code kills its process (docs/engine.md)",
     )
     versions = argparse.ArgumentParser(add_help=False)
     versions.add_argument(
@@ -257,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        parents=[models, versions, threads, optimizing, devices],
+        parents=[models, trusting, versions, threads, optimizing, devices],
         help="play a model live, controlled over OSC",
     )
     serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
@@ -318,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     render = commands.add_parser(
         "render",
-        parents=[models, versions, threads, optimizing, devices],
+        parents=[models, trusting, versions, threads, optimizing, devices],
         help="render sound files through a bended model",
     )
     render.add_argument(
@@ -353,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.set_defaults(run=_render)
 
     info = commands.add_parser(
-        "info", parents=[models], help="print a model's weights and activations"
+        "info", parents=[models, trusting], help="print a model's weights and activations"
     )
     info.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="model name or folder")
     info.set_defaults(run=_info)
@@ -427,13 +477,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every error ends here as one line (:func:`errors.describe`): exit 2 for
+    what the user can fix, 1 for a bug (with the hint to rerun with ``--debug``, which shows
+    the traceback instead), 130 for Ctrl-C."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    if args.debug:  # bendserver's own debug lines (tracebacks of errors it survives)
+        logging.getLogger("bendserver").setLevel(logging.DEBUG)
     try:
         return args.run(args)
-    except BendingError as error:
-        print(f"bendserver: {error}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("bendserver: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader of our output went away (``| head``): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as error:
+        if args.debug:
+            raise
+        bug = is_bug(error)
+        hint = "; rerun with --debug for the traceback" if bug else ""
+        print(f"bendserver: {describe(error)}{hint}", file=sys.stderr)
+        return 1 if bug else 2
 
 
 if __name__ == "__main__":

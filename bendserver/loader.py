@@ -10,6 +10,7 @@ unpickled.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import math
 import re
 import sys
@@ -34,6 +35,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 DEFAULT_MODEL = "drive"
 #: File names read as TorchScript (nn~'s format).
 TORCHSCRIPT_SUFFIXES = (".ts", ".torchscript")
+_CLASS = re.compile(r".+\.py:[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,16 @@ class LoadedModel:
     manifest: dict[str, Any] = field(default_factory=dict)
     attributes: list[str] = field(default_factory=list)  #: a TorchScript file's nn~ attributes
 
+    def __post_init__(self) -> None:
+        for name in self.methods:
+            inputs = _required_inputs(getattr(self.bended.module, name, None))
+            if inputs is not None and len(inputs) > 1:
+                raise BendingError(
+                    f"model '{self.name}': {name}() takes {len(inputs)} inputs "
+                    f"({', '.join(inputs)}); a streamed method takes one audio tensor, as nn~'s "
+                    "do: give the others default values, or wrap the model in one that does"
+                )
+
     @property
     def module(self) -> nn.Module:
         return self.bended.module
@@ -76,6 +88,20 @@ class LoadedModel:
                 f"it has {sorted(self.methods)}"
             )
         return self.methods[name]
+
+
+def _required_inputs(method: Any) -> list[str] | None:
+    """The inputs ``method`` cannot be called without (a Python or a TorchScript method), or
+    None when it has no signature to read."""
+    schema = getattr(method, "schema", None)
+    if schema is not None:  # a TorchScript method: its first argument is self
+        return [a.name for a in schema.arguments[1:] if not a.has_default_value()]
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in parameters if p.kind in positional and p.default is p.empty]
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -119,17 +145,15 @@ def load_model(
         return _from_module(type(source).__name__, source)
     device = resolve_device(device)
     text = str(source)
-    if re.fullmatch(r".+\.py:[A-Za-z_]\w*", text):
+    if _CLASS.fullmatch(text):
         file, class_name = text.rsplit(":", 1)
         module = _load_class(Path(file), class_name)().to(device)
         return _from_module(class_name, module)
-    path = Path(text)
+    path = model_location(text, search) or Path(text)
     if path.suffix in TORCHSCRIPT_SUFFIXES and path.is_file():
         return _from_torchscript(path, device)
-    folders = model_search_path(search)
-    if not (path / "manifest.toml").is_file() and re.fullmatch(r"[\w-]+", text):
-        path = next((f / text for f in folders if (f / text / "manifest.toml").is_file()), path)
     if not (path / "manifest.toml").is_file():
+        folders = model_search_path(search)
         known = sorted({p.parent.name for f in folders for p in f.glob("*/manifest.toml")})
         raise BendingError(
             f"no model at {text!r}: give a model folder (with a manifest.toml), an nn~ "
@@ -138,6 +162,24 @@ def load_model(
             "BENDSERVER_MODELS)"
         )
     return _from_folder(path, device)
+
+
+def model_location(source: str | Path, search: Iterable[str | Path] = ()) -> Path | None:
+    """The file or folder holding the model's code that ``source`` names (as :func:`load_model`
+    reads it: ``file.py:Class``, a TorchScript file, a model folder, a name along the search
+    path), or None when it names none."""
+    text = str(source)
+    if _CLASS.fullmatch(text):
+        return Path(text.rsplit(":", 1)[0])
+    path = Path(text)
+    if (path.suffix in TORCHSCRIPT_SUFFIXES and path.is_file()) or (
+        path / "manifest.toml"
+    ).is_file():
+        return path
+    if re.fullmatch(r"[\w-]+", text):
+        folders = model_search_path(search)
+        return next((f / text for f in folders if (f / text / "manifest.toml").is_file()), None)
+    return None
 
 
 def _from_folder(path: Path, device: torch.device) -> LoadedModel:

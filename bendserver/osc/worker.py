@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from ..audio.clock import AudioClock
 from ..audio.gate import ComputeGate
 from ..control import Controller, coalescing_pattern
-from ..errors import BendingError
+from ..errors import BendingError, describe, is_bug
 from ..threads import LoopThread
 from .intake import Inbox, Letter, address_of
 from .packets import Incoming, MalformedPacket, parse_datagram
@@ -116,14 +116,12 @@ class ControlWorker(LoopThread):
             _check_args(message.args)
             at = self._sample_time(message.timetag)
             replies = self.controller.dispatch(message.address, message.args, at=at)
-        except BendingError as error:
+        except Exception as error:  # a bad message, or a bug: answered, and the server runs on
             self.errors += 1
-            self.replies.send(host, "/error", [message.address, str(error)])
-            return
-        except Exception as error:  # a bug must answer, log and leave the server running
-            self.errors += 1
-            log.exception("%s failed", message.address)
-            self.replies.send(host, "/error", [message.address, f"internal error: {error}"])
+            if is_bug(error):  # the traceback with serve --debug
+                log.error("%s: %s", message.address, describe(error))
+                log.debug("%s failed", message.address, exc_info=True)
+            self.replies.send(host, "/error", [message.address, describe(error)])
             return
         self.handled += 1
         for address, args in replies:

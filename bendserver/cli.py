@@ -477,13 +477,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. Every error ends here as one line (:func:`errors.describe`): exit 2 for
-    what the user can fix, 1 for a bug (with the hint to rerun with ``--debug``, which shows
-    the traceback instead), 130 for Ctrl-C."""
+    """Run one command; ``--debug`` also logs bendserver's debug lines (the tracebacks of errors
+    a server survives) while it runs."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     args = build_parser().parse_args(argv)
-    if args.debug:  # bendserver's own debug lines (tracebacks of errors it survives)
-        logging.getLogger("bendserver").setLevel(logging.DEBUG)
+    logger = logging.getLogger("bendserver")
+    level = logger.level
+    if args.debug:
+        logger.setLevel(logging.DEBUG)
+    try:
+        return _run(args)
+    finally:
+        logger.setLevel(level)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The one error path of the command line: every error ends here as one line
+    (:func:`errors.describe`), exit 2 for what the user can fix, 1 for a bug (with the hint to
+    rerun with ``--debug``, which raises it instead: its traceback), 130 for Ctrl-C."""
     try:
         return args.run(args)
     except KeyboardInterrupt:

@@ -228,7 +228,15 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _stress(args: argparse.Namespace) -> int:
-    from .stress import format_rows, run_stress
+    from .stress import format_fuzz, format_rows, run_fuzz, run_stress
+
+    if args.fuzz is not None:
+        report = run_fuzz(
+            args.model, args.preset, args.block[0], args.fuzz, args.rate, args.seed,
+            args.models_dir,
+        )  # fmt: skip
+        print(format_fuzz(report))
+        return 0 if report.ok else 1
 
     def progress(row: object) -> None:
         print(f"measured: {row}", file=sys.stderr, flush=True)
@@ -472,6 +480,18 @@ def build_parser() -> argparse.ArgumentParser:
     stress.add_argument(
         "--seconds", type=float, default=20.0, help="seconds each load lasts (default 20)"
     )
+    stress.add_argument(
+        "--fuzz",
+        type=float,
+        metavar="SECONDS",
+        help="instead of the table: send random datagrams, bundles, timetags, addresses and "
+        "argument types for SECONDS at the first --block size, checking /ping, a final value, "
+        "/stats and each process's memory (exit 1 if the server died or lost the final value)",
+    )
+    stress.add_argument(
+        "--rate", type=_positive, default=10000, help="datagrams a second of --fuzz (10000)"
+    )
+    stress.add_argument("--seed", type=int, default=0, help="random seed of --fuzz (0)")
     stress.set_defaults(run=_stress)
     return parser
 

@@ -137,9 +137,11 @@ class _Osc:
     ) -> None:
         self.port, self.replies, self.server, self.output = port, replies, server, output
 
-    def ask(self, address: str, args: tuple = (), reply: str | None = None) -> list:
+    def ask(
+        self, address: str, args: tuple = (), reply: str | None = None, errors: list | None = None
+    ) -> list:
         """Send ``address`` and return the arguments of its reply (at ``reply``, else at the
-        same address), skipping other replies."""
+        same address), skipping other replies (``/error`` ones added to ``errors``)."""
         self.replies.sendto(build_msg(address, list(args)).dgram, ("127.0.0.1", self.port))
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -150,6 +152,8 @@ class _Osc:
                 break
             if message.address == (reply or address):
                 return list(message.params)
+            if errors is not None and message.address == "/error":
+                errors.append(list(message.params))
         raise BendingError(f"the server did not answer {address}")
 
     def stats(self) -> dict:
@@ -403,13 +407,16 @@ def _fuzz(osc: _Osc, report: FuzzReport) -> FuzzReport:
         return report
     value = round(0.2 + 0.6 * ((report.seed * 7919) % 1000) / 1000, 4)  # not a fuzzed value
     osc.replies.sendto(build_msg(FINAL_ADDRESS, [value]).dgram, ("127.0.0.1", osc.port))
-    osc.stats()  # first in, first out: the final value is applied once this is answered
+    errors: list = []
+    osc.ask("/stats", errors=errors)  # first in, first out: the final value is applied by then
     time.sleep(2 * report.block / 48000 + 0.005)
     got = osc.ask(f"/get{FINAL_ADDRESS}")[0]
     ok = math.isclose(got, value, abs_tol=1e-6)
+    refused = [text for address, text in errors if address == FINAL_ADDRESS]
     report.final = f"{'read back' if ok else 'LOST: read'} {FINAL_ADDRESS} {got:g}, sent {value:g}"
+    report.final += f" (refused: {refused[-1]})" if refused else ""
     after, rss_after = osc.stats(), _rss(osc.server.pid)
-    keys = ("received", "dropped", "malformed", "osc_errors", "xruns", "late", "errors")
+    keys = ("received", "dropped", *LOSSES, "malformed", "osc_errors", "xruns", "late", "errors")
     report.counts = {k: int(after[k] - before[k]) for k in keys if k in after and k in before}
     report.rss_kib = {name: (kib, rss_after.get(name, 0)) for name, kib in rss.items()}
     return report

@@ -52,6 +52,9 @@ NOTES = """
   address takes, or an unknown address or op is refused with a reply
   `/error <address> <message>`, and nothing changes. Only the addresses of this table are
   reachable.
+- Every `/error` message is one line that says what to do. A failure that is not a refusal is
+  a bug in bendserver: it answers `/error <address> internal error, a bug in bendserver: ...`,
+  the server logs that line (its traceback with `serve --debug`) and goes on serving.
 - Values read back (`/get`, `/preset/save`) are those of the pending state: what plays once
   every message sent so far has applied (a ramp's target, a change scheduled by a timetag).
 

@@ -405,6 +405,7 @@ def _fuzz(osc: _Osc, report: FuzzReport) -> FuzzReport:
     report.crashed = _ended(osc)
     if report.crashed:
         return report
+    _settle(osc)
     value = round(0.2 + 0.6 * ((report.seed * 7919) % 1000) / 1000, 4)  # not a fuzzed value
     osc.replies.sendto(build_msg(FINAL_ADDRESS, [value]).dgram, ("127.0.0.1", osc.port))
     errors: list = []
@@ -414,7 +415,7 @@ def _fuzz(osc: _Osc, report: FuzzReport) -> FuzzReport:
     ok = math.isclose(got, value, abs_tol=1e-6)
     refused = [text for address, text in errors if address == FINAL_ADDRESS]
     report.final = f"{'read back' if ok else 'LOST: read'} {FINAL_ADDRESS} {got:g}, sent {value:g}"
-    report.final += f" (refused: {refused[-1]})" if refused else ""
+    report.final += f" (refused: {refused[-1][:200]})" if refused else ""
     after, rss_after = osc.stats(), _rss(osc.server.pid)
     keys = ("received", "dropped", *LOSSES, "malformed", "osc_errors", "xruns", "late", "errors")
     report.counts = {k: int(after[k] - before[k]) for k in keys if k in after and k in before}
@@ -457,6 +458,20 @@ def _ping_while(osc: _Osc, fuzzer: subprocess.Popen) -> tuple[list[float], int]:
             trips.append(1e3 * (time.monotonic() - sent_at))
             sent_at = None
     return trips, lost
+
+
+def _settle(osc: _Osc, seconds: float = 60.0) -> None:
+    """Wait until the server has read everything sent so far (a /ping answered: first in,
+    first out; it may be lost while the intake is still full), then drop the replies left."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(BendingError):
+            osc.ask("/ping", reply="/pong")
+            break
+    osc.replies.settimeout(0.2)
+    with contextlib.suppress(TimeoutError):
+        while True:
+            osc.replies.recv(65536)
 
 
 def _ended(osc: _Osc) -> str:

@@ -55,16 +55,11 @@ def _render(args: argparse.Namespace) -> int:
     from .engine import StreamEngine
     from .loader import add_versions, load_model
     from .presets import preset_for
-    from .render import parse_score, render_file, sound_files
+    from .render import check_outputs, read_score, render_file, sound_files
 
     torch.set_num_threads(args.threads)
 
-    score = None
-    if args.score:
-        path = Path(args.score)
-        if not path.is_file():
-            raise BendingError(f"no score file {path}")
-        score = parse_score(path.read_text(encoding="utf-8"), str(path))
+    score = read_score(Path(args.score)) if args.score else None
     inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
     into_folder = len(inputs) > 1 or any(Path(i).is_dir() for i in args.inputs)
@@ -77,6 +72,7 @@ def _render(args: argparse.Namespace) -> int:
         raise BendingError(
             f"several inputs would be written to {clashes}: render them into separate folders"
         )
+    check_outputs(inputs, targets)
     infos = [sound_info(source) for source in inputs]
     total = sum(info.duration for info in infos)
     with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
@@ -94,7 +90,7 @@ def _render(args: argparse.Namespace) -> int:
                 streams=streams_for(channels, model.method("forward").in_channels),
             )
             try:
-                seconds = render_file(
+                rendered = render_file(
                     engine,
                     source,
                     target,
@@ -107,14 +103,15 @@ def _render(args: argparse.Namespace) -> int:
                     keep_latency=args.keep_latency,
                 )
             except KeyboardInterrupt:
-                print(f"interrupted: {target} holds what was rendered so far", file=sys.stderr)
+                print(f"interrupted: nothing was written to {target}", file=sys.stderr)
                 return 130
             stats = engine.stats_dict()
             bar.write(
-                f"wrote {target} ({seconds:.2f} s, {engine.out_channels} ch, "
+                f"wrote {target} ({rendered.seconds:.2f} s, {engine.out_channels} ch, "
                 f"{stats['blocks']} blocks of {engine.block}, compute p50 "
                 f"{stats['p50_ms']:.2f} ms, max {stats['max_ms']:.2f} ms, "
-                f"{stats['errors']} errors)",
+                f"{stats['errors']} errors, {rendered.nonfinite} NaN/Inf, "
+                f"{rendered.limited} limited)",
                 file=sys.stdout,
             )
     return 0

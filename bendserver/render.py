@@ -225,6 +225,8 @@ def render_file(
     wanted = round(frames * out_rate / rate)
     if keep_latency:
         wanted += round(latency * out_rate / engine.sample_rate)
+    if wanted == 0:  # (and a FLAC of no frames would not read back)
+        raise BendingError(f"{source} holds no audio at {out_rate} Hz: nothing to render")
     watch = NonFinite(engine)
     limited = engine.fuse.limited_samples if engine.fuse is not None else 0
     subtype = output_subtype(output, info)

@@ -192,10 +192,11 @@ class BendingConfig:
             where = f"bends[{index}]"
             expect(bend, "object", where)
             only(bend, ("op", "keys"), where)
-            if bend.get("op") not in ops:
-                raise BendingError(f"{where}.op: {bend.get('op')!r} names no op of {sorted(ops)}")
+            name = expect(bend.get("op"), "text", f"{where}.op")
+            if name not in ops:
+                raise BendingError(f"{where}.op: {name!r} names no op of {sorted(ops)}")
             keys = optional(bend, "keys", "list", f"{where}.", [])
-            entries.append((ops[bend["op"]], *(expect(k, "text", f"{where}.keys") for k in keys)))
+            entries.append((ops[name], *(expect(k, "text", f"{where}.keys") for k in keys)))
         return cls(*entries, module=module, names=ops)
 
     def save(self, path: str | os.PathLike) -> None:

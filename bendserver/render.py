@@ -220,15 +220,14 @@ def render_file(
     played = resample_audio(audio, rate, engine.sample_rate)
     latency = engine.latency  # the model's output of the file's end comes that much after it
     played = np.pad(played, ((0, 0), (0, latency)))
-    player = _player(engine, score or [], frames / rate, source)
     out_rate = int(sample_rate or rate)
     wanted = round(frames * out_rate / rate)
     if keep_latency:
         wanted += round(latency * out_rate / engine.sample_rate)
     if wanted == 0:  # (and a FLAC of no frames would not read back)
         raise BendingError(f"{source} holds no audio at {out_rate} Hz: nothing to render")
-    watch = NonFinite(engine)
-    limited = engine.fuse.limited_samples if engine.fuse is not None else 0
+    player = _player(engine, score or [], frames / rate, source)
+    watch = OutputWatch(engine)
     subtype = output_subtype(output, info)
     try:
         with (
@@ -256,10 +255,9 @@ def render_file(
             len(watch.blocks),
             watch.total,
             watch.ranges(),
-            "the fuse wrote 0 for them" if engine.fuse else "written as they are (no fuse)",
+            "written as they are (no fuse)" if engine.fuse is None else "the fuse wrote 0 for them",
         )
-    limited = engine.fuse.limited_samples - limited if engine.fuse is not None else 0
-    return Rendered(written / out_rate, watch.samples, watch.ranges(), limited)
+    return Rendered(written / out_rate, watch.samples, watch.ranges(), watch.limited())
 
 
 def _player(engine: StreamEngine, score: list[ScoreEvent], end: float, source: Path) -> ScorePlayer:
@@ -284,13 +282,15 @@ def _blocks(engine: StreamEngine, played: np.ndarray, player: ScorePlayer) -> It
         player.until(engine.time)
 
 
-class NonFinite:
-    """Counts NaN/Inf samples in a model's output, block by block: those the engine's fuse
-    replaced with 0 or, without a fuse, those in the output itself."""
+class OutputWatch:
+    """What a render's output needed: NaN/Inf samples in the model's output, block by block
+    (those the engine's fuse replaced with 0 or, without a fuse, those in the output itself),
+    and the samples the fuse's limiter bent."""
 
     def __init__(self, engine: StreamEngine) -> None:
         self.fuse = engine.fuse
         self._seen = self.fuse.nonfinite_samples if self.fuse is not None else 0
+        self._limited = self.fuse.limited_samples if self.fuse is not None else 0
         self.samples = 0
         self.total = 0  #: blocks counted
         self.blocks: list[int] = []  #: those with NaN/Inf (0 is the first)
@@ -307,6 +307,10 @@ class NonFinite:
             self.samples += found
             self.blocks.append(self.total)
         self.total += 1
+
+    def limited(self) -> int:
+        """Samples the limiter bent since the watch began."""
+        return self.fuse.limited_samples - self._limited if self.fuse is not None else 0
 
     def ranges(self) -> str:
         """The blocks as runs: ``3-14, 20``."""

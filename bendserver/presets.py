@@ -64,9 +64,9 @@ class PresetLibrary:
         self.shipped = Path(shipped)
 
     def names(self) -> list[str]:
-        return sorted(
-            {p.stem for folder in (self.user, self.shipped) for p in folder.glob("*.json")}
-        )
+        """The presets' names (hidden files, such as an unfinished save's, left out)."""
+        folders = (self.user, self.shipped)
+        return sorted({p.stem for f in folders for p in f.glob("[!.]*.json")})
 
     def path(self, name: str) -> Path:
         """The file preset ``name`` is read from (the user's copy first)."""

@@ -7,11 +7,11 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from . import __version__
 from .errors import BendingError, describe, is_bug
+from .files import check_writable
 from .loader import DEFAULT_MODEL
 from .passes import OPTIMIZE_MODES
 
@@ -47,25 +47,11 @@ def _probe(args: argparse.Namespace) -> None:
         probe_model(args.model, args.models_dir)
 
 
-def _check_writable(path: Path, option: str) -> None:
-    """Refuse an output whose folder cannot take a new file before any work is done (files are
-    written beside their destination, then renamed into place)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
-    except OSError as error:
-        raise BendingError(
-            f"cannot write {path} ({error.strerror or error}): give {option} a file in a folder "
-            "you can write to"
-        ) from None
-
-
 def _serve(args: argparse.Namespace) -> int:
     from .serve import ServeOptions, run
 
     if args.record:
-        _check_writable(Path(args.record), "--record")
+        check_writable(args.record)
     _probe(args)
     options = ServeOptions(
         **{k: v for k, v in vars(args).items() if k in ServeOptions.__dataclass_fields__}
@@ -81,23 +67,11 @@ def _render(args: argparse.Namespace) -> int:
     from .engine import StreamEngine
     from .loader import add_versions, load_model
     from .presets import preset_for
-    from .render import parse_score, render_file, sound_files
+    from .render import check_outputs, read_score, render_file, sound_files
 
     torch.set_num_threads(args.threads)
 
-    score = None
-    if args.score:
-        path = Path(args.score)
-        if not path.is_file():
-            raise BendingError(f"no score file {path}")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as error:
-            raise BendingError(
-                f"{path} is not UTF-8 text (byte {error.start} is {error.object[error.start]:#x}): "
-                "save the score as UTF-8"
-            ) from None
-        score = parse_score(text, str(path))
+    score = read_score(Path(args.score)) if args.score else None
     inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
     into_folder = len(inputs) > 1 or any(Path(i).is_dir() for i in args.inputs)
@@ -111,7 +85,8 @@ def _render(args: argparse.Namespace) -> int:
             f"several inputs would be written to {clashes}: render them into separate folders"
         )
     for target in targets[:1]:  # they share a folder
-        _check_writable(target, "-o")
+        check_writable(target)
+    check_outputs(inputs, targets)
     _probe(args)
     infos = [sound_info(source) for source in inputs]
     total = sum(info.duration for info in infos)
@@ -130,7 +105,7 @@ def _render(args: argparse.Namespace) -> int:
                 streams=streams_for(channels, model.method("forward").in_channels),
             )
             try:
-                seconds = render_file(
+                rendered = render_file(
                     engine,
                     source,
                     target,
@@ -143,14 +118,15 @@ def _render(args: argparse.Namespace) -> int:
                     keep_latency=args.keep_latency,
                 )
             except KeyboardInterrupt:
-                print(f"interrupted: {target} holds what was rendered so far", file=sys.stderr)
+                print(f"interrupted: nothing was written to {target}", file=sys.stderr)
                 return 130
             stats = engine.stats_dict()
             bar.write(
-                f"wrote {target} ({seconds:.2f} s, {engine.out_channels} ch, "
+                f"wrote {target} ({rendered.seconds:.2f} s, {engine.out_channels} ch, "
                 f"{stats['blocks']} blocks of {engine.block}, compute p50 "
                 f"{stats['p50_ms']:.2f} ms, max {stats['max_ms']:.2f} ms, "
-                f"{stats['errors']} errors)",
+                f"{stats['errors']} errors, {rendered.nonfinite} NaN/Inf, "
+                f"{rendered.limited} limited)",
                 file=sys.stdout,
             )
     return 0

@@ -23,6 +23,7 @@ from .bending.base import BendingOp, BoundOp
 from .bending.config import BendingConfig
 from .bending.fold import bend_tensor, folds_last
 from .errors import BendingError
+from .files import writing
 from .loader import LoadedModel, load_model
 from .module import BendedModule
 from .presets import Preset, load_preset, preset_for
@@ -56,9 +57,8 @@ def export_model(
     traced_weights = torch.jit.trace(weights, torch.zeros(()), check_trace=False)
     wrapper = torch.jit.script(_NnTilde(loaded, methods, traced_weights, ops))
     wrapper.define(_source(loaded, block, ops, _op_paths(ops, weights, bound)))
-    path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.jit.save(wrapper, str(path))
+    with writing(output) as temp:
+        torch.jit.save(wrapper, str(temp))
     return list(wrapper.get_attributes())
 
 

@@ -26,11 +26,7 @@ from torch import nn
 from .errors import BendingError
 from .module import BendedModule
 from .paths import model_search_path
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from .readers import expect, optional, read_toml
 
 DEFAULT_MODEL = "drive"
 #: File names read as TorchScript (nn~'s format).
@@ -304,11 +300,37 @@ def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:
         model.bended.create_version(file.stem, {k: v.to(device) for k, v in weights.items()})
 
 
+#: The manifest keys bendserver reads, with their kinds (:func:`bendserver.readers.expect`) and
+#: the least value of the numbers; other keys (a ``[training]`` table) are the model's own.
+MANIFEST_KEYS: dict[str, tuple[str, int | None]] = {
+    **dict.fromkeys(("name", "description", "class", "demo", "preset"), ("text", None)),
+    **dict.fromkeys(("sample_rate", "channels", "block", "block_multiple"), ("integer", 1)),
+    "latency": ("integer", 0),
+    **dict.fromkeys(("kwargs", "versions", "methods"), ("object", None)),
+}
+
+
 def _read_manifest(path: Path) -> dict[str, Any]:
+    """A model's manifest, read strictly (:func:`bendserver.readers.read_toml`) and checked:
+    each key bendserver reads has its kind; errors name the key."""
+    manifest = read_toml(path, "manifest")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as error:
-        raise BendingError(f"{path} is not valid TOML: {error}") from None
+        for key, (kind, least) in MANIFEST_KEYS.items():
+            value = optional(manifest, key, kind, "")
+            if least is not None and value is not None and value < least:
+                raise BendingError(f"{key} is at least {least}, got {value}")
+        if "class" in manifest and not re.fullmatch(r"[^:]+\.py:[A-Za-z_]\w*", manifest["class"]):
+            raise BendingError(f"class is 'file.py:ClassName', got {manifest['class']!r}")
+        for name, file in manifest.get("versions", {}).items():
+            expect(file, "text", f"versions.{name}")
+        for name, spec in manifest.get("methods", {}).items():
+            expect(spec, "object", f"methods.{name}")
+            for key in MethodSpec.__annotations__:
+                if expect(spec.get(key, 1), "integer", f"methods.{name}.{key}") < 1:
+                    raise BendingError(f"methods.{name}.{key} is at least 1, got {spec[key]}")
+    except BendingError as error:
+        raise BendingError(f"{path}: {error}") from None
+    return manifest
 
 
 def _required(manifest: dict[str, Any], key: str, path: Path) -> Any:

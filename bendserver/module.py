@@ -28,6 +28,7 @@ from .bending.fold import FoldLayer, fold_layers, fold_states, folding_ops, read
 from .bending.graph import activation_nodes, graph_module, insert_ops
 from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
 from .errors import BendingError
+from .files import write_text
 from .tracing import BendingTracer, restoring_buffers
 
 _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
@@ -611,6 +612,5 @@ class _Capture(torch.fx.Interpreter):
 def _emit(table: str, out: str | None) -> str:
     print(table)
     if out is not None:
-        with open(out, "w", encoding="utf-8") as file:
-            file.write(table + "\n")
+        write_text(out, table + "\n")
     return table

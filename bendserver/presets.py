@@ -16,8 +16,10 @@ from typing import Any
 
 from .bending.config import BendingConfig
 from .errors import BendingError
+from .files import write_text
 from .loader import LoadedModel
 from .paths import SHIPPED_PRESETS, user_dir
+from .readers import expect, only, optional, read_json
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -62,9 +64,9 @@ class PresetLibrary:
         self.shipped = Path(shipped)
 
     def names(self) -> list[str]:
-        return sorted(
-            {p.stem for folder in (self.user, self.shipped) for p in folder.glob("*.json")}
-        )
+        """The presets' names (hidden files, such as an unfinished save's, left out)."""
+        folders = (self.user, self.shipped)
+        return sorted({p.stem for f in folders for p in f.glob("[!.]*.json")})
 
     def path(self, name: str) -> Path:
         """The file preset ``name`` is read from (the user's copy first)."""
@@ -92,8 +94,7 @@ class PresetLibrary:
                     f"'{preset.name}' is a shipped preset (read-only): save under another name, "
                     f"or overwrite explicitly to keep your own copy in {self.user}"
                 )
-        self.user.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(preset.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_text(target, json.dumps(preset.to_dict(), indent=2) + "\n")
         return target
 
 
@@ -104,27 +105,44 @@ def load_preset(source: str | Path, library: PresetLibrary | None = None) -> Pre
     return (library or PresetLibrary()).load(str(source))
 
 
+#: The keys a preset file may have: a config's, then the preset's own.
+PRESET_KEYS = ("format", "version", "ops", "bends", "disabled", "model", "weights", "engine")
+
+
 def read_preset(path: Path) -> Preset:
-    """Read and check one preset file."""
+    """Read and check one preset file: UTF-8 JSON (:mod:`.readers`) whose every key is known
+    and every value of its type; errors name the file and the key."""
+    data = read_json(path, "preset")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BendingError(f"no preset file {path}") from None
-    except json.JSONDecodeError as error:
-        raise BendingError(f"preset {path.name} is not valid JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise BendingError(f"preset {path.name} is not a JSON object")
+        return _preset(path.stem, data)
+    except BendingError as error:
+        raise BendingError(f"preset {path.name}: {error}") from None
+
+
+def _preset(name: str, data: Any) -> Preset:
+    expect(data, "object", "the file")
+    only(data, PRESET_KEYS, "")
     BendingConfig.from_dict(data)  # validates ops and bends before anything is applied
-    weights, engine = data.get("weights") or {}, data.get("engine") or {}
+    weights = optional(data, "weights", "object", "", {})
+    only(weights, ("version", "interpolation"), "weights")
+    engine = optional(data, "engine", "object", "", {})
+    only(engine, ("gain", "mix"), "engine")
+    interpolation = optional(weights, "interpolation", "object", "weights.")
+    if interpolation is not None:
+        interpolation = {
+            version: expect(weight, "number", f"weights.interpolation.{version}")
+            for version, weight in interpolation.items()
+        }
+    disabled = optional(data, "disabled", "list", "", [])
     return Preset(
-        name=path.stem,
+        name=name,
         config={k: data[k] for k in ("format", "version", "ops", "bends") if k in data},
-        version=weights.get("version"),
-        interpolation=weights.get("interpolation"),
-        gain=float(engine.get("gain", 1.0)),
-        mix=float(engine.get("mix", 1.0)),
-        model=data.get("model"),
-        disabled=[str(op_id) for op_id in data.get("disabled", [])],
+        version=optional(weights, "version", "text", "weights."),
+        interpolation=interpolation,
+        gain=optional(engine, "gain", "number", "engine.", 1.0),
+        mix=optional(engine, "mix", "number", "engine.", 1.0),
+        model=optional(data, "model", "text", ""),
+        disabled=[expect(op_id, "text", f"disabled[{i}]") for i, op_id in enumerate(disabled)],
     )
 
 

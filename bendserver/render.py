@@ -1,15 +1,20 @@
 """Offline rendering through the same ``StreamEngine.process`` path as live playing.
 
 A score is a text file of timed control messages, one per line: ``time address args...``
-(time in seconds; ``#`` starts a comment), in the OSC address space of :mod:`.control`. Each
-message applies at the first block that starts at or after its time, exactly as a timetagged
-OSC bundle would live.
+(time in seconds, a finite decimal number; ``#`` starts a comment), in the OSC address space of
+:mod:`.control`. Each message applies at the first block that starts at or after its time,
+exactly as a timetagged OSC bundle would live; the render hands each to the engine as it reaches
+its block, so a score may hold any number of them.
+
+The output is written beside its destination and renamed into place when complete
+(:mod:`.files`): an interrupted render leaves the old file or nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +25,11 @@ import soxr
 from tqdm import tqdm
 
 from .audiofile import fit_channels, output_subtype, read_sound, resample_audio
-from .control import Controller
+from .control import Controller, route
 from .engine import StreamEngine
 from .errors import BendingError
+from .files import same_file, writing
+from .readers import decimal, read_text
 
 log = logging.getLogger("bendserver.render")
 
@@ -32,45 +39,89 @@ class ScoreEvent:
     time: float
     address: str
     args: tuple[Any, ...]
+    where: str = "score"  #: ``file:line``, for errors
+
+    def error(self, message: str) -> BendingError:
+        return BendingError(f"{self.where}: at {self.time:g} s, {self.address}: {message}")
+
+
+def read_score(path: Path) -> list[ScoreEvent]:
+    """Read and parse a score file (UTF-8 text, see :func:`parse_score`)."""
+    return parse_score(read_text(Path(path), "score"), str(path))
 
 
 def parse_score(text: str, source: str = "score") -> list[ScoreEvent]:
-    """Parse ``time address args...`` lines; numbers become floats, the rest strings."""
+    """Parse ``time address args...`` lines; decimal numbers become floats, the rest strings.
+    Errors name the line."""
     events = []
     for number, line in enumerate(text.splitlines(), 1):
-        words = shlex.split(line, comments=True)
+        where = f"{source}:{number}"
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as error:  # an unclosed quote
+            raise BendingError(f"{where}: {error}: close it or remove it") from None
         if not words:
             continue
         if len(words) < 2 or not words[1].startswith("/"):
-            raise BendingError(f"{source}:{number}: expected 'time /address args...', got {line!r}")
-        try:
-            time = float(words[0])
-        except ValueError:
+            raise BendingError(f"{where}: expected 'time /address args...', got {line!r}")
+        time = decimal(words[0])
+        if time is None:
             raise BendingError(
-                f"{source}:{number}: {words[0]!r} is not a time in seconds"
-            ) from None
+                f"{where}: {words[0]!r} is not a time in seconds (a finite decimal number)"
+            )
         if time < 0:
-            raise BendingError(f"{source}:{number}: negative time {time}")
-        events.append(ScoreEvent(time, words[1], tuple(_word(w) for w in words[2:])))
+            raise BendingError(f"{where}: negative time {time}")
+        args = tuple(_word(w) for w in words[2:])
+        events.append(ScoreEvent(time, words[1], args, where))
     return sorted(events, key=lambda e: e.time)
 
 
 def _word(word: str) -> Any:
-    try:
-        return float(word)
-    except ValueError:
-        return word
+    number = decimal(word)
+    return word if number is None else number
 
 
-def schedule(engine: StreamEngine, events: list[ScoreEvent]) -> None:
-    """Submit every score event to the engine at its sample time (a ``/preset/save`` saves
-    the state at its time)."""
-    controller = Controller(engine)
-    for event in events:
-        try:
-            controller.dispatch(event.address, event.args, at=engine.samples(event.time))
-        except BendingError as error:
-            raise BendingError(f"score at {event.time} s, {event.address}: {error}") from None
+class ScorePlayer:
+    """Hands a score's events to an engine as the render reaches them: before each block,
+    those due at it (their sample time at or before the block's start). Every event's address
+    and arguments are checked when the player is made, before anything is rendered."""
+
+    def __init__(self, engine: StreamEngine, events: list[ScoreEvent]) -> None:
+        self.engine = engine
+        self.controller = Controller(engine)
+        self.events = sorted(events, key=lambda e: e.time)
+        self.start = engine.time  #: score times count from here
+        self.times = [self.start + engine.samples(event.time) for event in self.events]
+        self.next = 0
+        for event in self.events:
+            try:
+                route(event.address).entry.schema.parse(event.address, event.args)
+            except BendingError as error:
+                raise event.error(str(error)) from None
+        self._check_crowding()
+
+    def _check_crowding(self) -> None:
+        """Refuse more events in one block than the engine applies at a block boundary."""
+        block, capacity = self.engine.block, self.engine.timeline.capacity
+        starts = [-(-(at - self.start) // block) for at in self.times]  # the block of each
+        for index in range(capacity, len(starts)):
+            if starts[index] == starts[index - capacity]:
+                event = self.events[index]
+                raise event.error(
+                    f"more than {capacity} events apply at the block of {event.time:g} s (at "
+                    "most that many changes apply at one block): spread them out"
+                )
+
+    def until(self, sample: int) -> None:
+        """Submit the events due at the block that starts at ``sample`` (a ``/preset/save``
+        saves the state at its time)."""
+        while self.next < len(self.events) and self.times[self.next] <= sample:
+            event, at = self.events[self.next], self.times[self.next]
+            self.next += 1
+            try:
+                self.controller.dispatch(event.address, event.args, at=at)
+            except BendingError as error:
+                raise event.error(str(error)) from None
 
 
 #: Extensions of the sound files a folder given to ``render`` is searched for.
@@ -78,17 +129,45 @@ SOUND_EXTENSIONS = (".wav", ".flac", ".ogg", ".aif", ".aiff", ".mp3")
 
 
 def sound_files(paths: list[Path]) -> list[Path]:
-    """``paths`` with each folder replaced by the sound files in it, by name."""
+    """``paths`` with each folder replaced by the sound files in it, by name (hidden files, such
+    as an unfinished render's, left out)."""
     files: list[Path] = []
     for path in paths:
         if not path.is_dir():
             files.append(path)
             continue
-        found = sorted(p for p in path.iterdir() if p.suffix.lower() in SOUND_EXTENSIONS)
+        found = sorted(
+            p
+            for p in path.iterdir()
+            if p.suffix.lower() in SOUND_EXTENSIONS and not p.name.startswith(".")
+        )
         if not found:
             raise BendingError(f"no sound files ({', '.join(SOUND_EXTENSIONS)}) in {path}")
         files += found
     return files
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a render wrote, and what the model's output needed."""
+
+    seconds: float  #: the output's duration
+    nonfinite: int  #: NaN/Inf samples the model output (the fuse wrote 0 for them, if on)
+    nonfinite_blocks: str  #: the blocks (0 is the first) they were in: ``3-14, 20``
+    limited: int  #: samples the fuse's limiter bent under the ceiling
+
+
+def check_outputs(inputs: list[Path], outputs: list[Path]) -> None:
+    """Refuse an output that is, or resolves to, another input than its own (it would be
+    replaced before it is read). An output that is its own input is safe: the input is read
+    whole before anything is written."""
+    for index, output in enumerate(outputs):
+        for other, source in enumerate(inputs):
+            if other != index and same_file(output, source):
+                raise BendingError(
+                    f"{output} is the input {source}: rendering into it would replace it "
+                    "before it is read; render into another folder"
+                )
 
 
 def render_file(
@@ -102,7 +181,7 @@ def render_file(
     mono: bool = False,
     sample_rate: int | None = None,
     keep_latency: bool = False,
-) -> float:
+) -> Rendered:
     """Render ``source`` through ``engine`` into ``output`` (format from the extension).
 
     The file keeps its channels (the engine plays one stream per channel: make it with
@@ -110,9 +189,11 @@ def render_file(
     and back; ``sample_rate`` chooses another), and its subtype where the output format allows.
     The model's latency is trimmed (the input is followed by that much silence and the output
     starts that much later) unless ``keep_latency``: then the output starts with it and is
-    that much longer. The output is written block by block, so an interrupted render leaves a
-    valid, shorter file. ``progress`` is advanced by the seconds of input rendered. Returns the
-    rendered duration in seconds.
+    that much longer. The input is read whole first and the output written beside its place
+    and renamed into it when complete, so ``output`` may be ``source`` itself (with ``force``)
+    and an interrupted render leaves the old file or nothing. Score times count from the
+    render's start. ``progress`` is advanced by the seconds of input rendered. NaN/Inf in the
+    model's output are counted by block and logged.
     """
     if engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1:
         raise BendingError(f"render plays audio-to-audio methods; '{engine.method}' is not one")
@@ -139,33 +220,48 @@ def render_file(
     played = resample_audio(audio, rate, engine.sample_rate)
     latency = engine.latency  # the model's output of the file's end comes that much after it
     played = np.pad(played, ((0, 0), (0, latency)))
-    if score:
-        _schedule_in(engine, score, frames / rate, source)
     out_rate = int(sample_rate or rate)
     wanted = round(frames * out_rate / rate)
     if keep_latency:
         wanted += round(latency * out_rate / engine.sample_rate)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with sf.SoundFile(
-        str(output), "w", out_rate, engine.out_channels, subtype=output_subtype(output, info)
-    ) as file:
-        written = _write_blocks(
-            engine,
-            played,
-            file,
-            out_rate,
-            wanted,
-            0 if keep_latency else latency,
-            progress,
-            frames / rate,
-        )
+    if wanted == 0:  # (and a FLAC of no frames would not read back)
+        raise BendingError(f"{source} holds no audio at {out_rate} Hz: nothing to render")
+    player = _player(engine, score or [], frames / rate, source)
+    watch = OutputWatch(engine)
+    subtype = output_subtype(output, info)
+    try:
+        with (
+            writing(output) as temp,
+            sf.SoundFile(str(temp), "w", out_rate, engine.out_channels, subtype=subtype) as file,
+        ):
+            writer = _Writer(file, engine, out_rate, wanted, 0 if keep_latency else latency)
+            remaining, step = frames / rate, engine.block / engine.sample_rate
+            for block in _blocks(engine, played, player):
+                watch.count(block)
+                writer.write(block)
+                if progress is not None:
+                    progress.update(min(step, remaining))
+                    remaining -= min(step, remaining)
+            written = writer.finish()
+    except sf.LibsndfileError as error:
+        raise BendingError(f"cannot write {output}: {error}") from None
     for line in engine.failures():
         log.error("%s (the render went on; counted in errors)", line)
-    return written / out_rate
+    if watch.samples:
+        log.warning(
+            "%s: the model output %d NaN/Inf samples in %d block(s) of %d (blocks %s): %s",
+            source,
+            watch.samples,
+            len(watch.blocks),
+            watch.total,
+            watch.ranges(),
+            "written as they are (no fuse)" if engine.fuse is None else "the fuse wrote 0 for them",
+        )
+    return Rendered(written / out_rate, watch.samples, watch.ranges(), watch.limited())
 
 
-def _schedule_in(engine: StreamEngine, score: list[ScoreEvent], end: float, source: Path) -> None:
-    """Schedule the score's events before ``end`` (seconds), warning about the others."""
+def _player(engine: StreamEngine, score: list[ScoreEvent], end: float, source: Path) -> ScorePlayer:
+    """A player of the score's events before ``end`` (seconds), warning about the others."""
     late = [event for event in score if event.time >= end]
     if late:
         log.warning(
@@ -175,44 +271,89 @@ def _schedule_in(engine: StreamEngine, score: list[ScoreEvent], end: float, sour
             end,
             ", ".join(f"{e.time:g} s {e.address}" for e in late[:5]),
         )
-    schedule(engine, [event for event in score if event.time < end])
+    return ScorePlayer(engine, [event for event in score if event.time < end])
 
 
-def _write_blocks(
-    engine: StreamEngine,
-    played: np.ndarray,
-    file: sf.SoundFile,
-    rate: int,
-    wanted: int,
-    skip: int,
-    progress: tqdm | None,
-    seconds: float,
-) -> int:
-    """Stream ``played`` through the engine into ``file`` at ``rate``: the first ``skip``
-    output frames dropped, ``wanted`` frames in all (cut, or completed with silence)."""
-    channels = engine.out_channels
-    resampler = None
-    if rate != engine.sample_rate:
-        resampler = soxr.ResampleStream(engine.sample_rate, rate, channels, dtype="float32")
-    written = 0
-
-    def write(frames: np.ndarray) -> None:  # [frames, channels]
-        nonlocal written
-        frames = frames[: wanted - written]
-        file.write(frames)
-        written += len(frames)
-
-    step = engine.block / engine.sample_rate
+def _blocks(engine: StreamEngine, played: np.ndarray, player: ScorePlayer) -> Iterator[np.ndarray]:
+    """The engine's output blocks for ``played``, the score's events handed over before each."""
+    player.until(engine.time)
     for block in engine.stream(played):
-        cut = min(skip, block.shape[-1])
-        skip -= cut
+        yield block
+        player.until(engine.time)
+
+
+class OutputWatch:
+    """What a render's output needed: NaN/Inf samples in the model's output, block by block
+    (those the engine's fuse replaced with 0 or, without a fuse, those in the output itself),
+    and the samples the fuse's limiter bent."""
+
+    def __init__(self, engine: StreamEngine) -> None:
+        self.fuse = engine.fuse
+        self._seen = self.fuse.nonfinite_samples if self.fuse is not None else 0
+        self._limited = self.fuse.limited_samples if self.fuse is not None else 0
+        self.samples = 0
+        self.total = 0  #: blocks counted
+        self.blocks: list[int] = []  #: those with NaN/Inf (0 is the first)
+
+    def count(self, block: np.ndarray) -> None:
+        if self.fuse is not None:
+            found, self._seen = (
+                self.fuse.nonfinite_samples - self._seen,
+                self.fuse.nonfinite_samples,
+            )
+        else:
+            found = block.size - int(np.count_nonzero(np.isfinite(block)))
+        if found:
+            self.samples += found
+            self.blocks.append(self.total)
+        self.total += 1
+
+    def limited(self) -> int:
+        """Samples the limiter bent since the watch began."""
+        return self.fuse.limited_samples - self._limited if self.fuse is not None else 0
+
+    def ranges(self) -> str:
+        """The blocks as runs: ``3-14, 20``."""
+        runs: list[list[int]] = []
+        for index in self.blocks:
+            if runs and runs[-1][1] == index - 1:
+                runs[-1][1] = index
+            else:
+                runs.append([index, index])
+        return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+class _Writer:
+    """Writes output blocks to ``file`` at ``rate``: the first ``skip`` frames dropped,
+    ``wanted`` frames in all (cut, or completed with silence)."""
+
+    def __init__(
+        self, file: sf.SoundFile, engine: StreamEngine, rate: int, wanted: int, skip: int
+    ) -> None:
+        self.file, self.wanted, self.skip = file, wanted, skip
+        self.channels = engine.out_channels
+        self.written = 0
+        self.resampler = None
+        if rate != engine.sample_rate:
+            self.resampler = soxr.ResampleStream(
+                engine.sample_rate, rate, self.channels, dtype="float32"
+            )
+
+    def write(self, block: np.ndarray) -> None:
+        """One output block ``[channels, frames]`` at the engine's rate."""
+        cut = min(self.skip, block.shape[-1])
+        self.skip -= cut
         frames = np.ascontiguousarray(block[:, cut:].T)
-        write(resampler.resample_chunk(frames) if resampler else frames)
-        if progress is not None:
-            advance = min(step, seconds)
-            seconds -= advance
-            progress.update(advance)
-    if resampler is not None:
-        write(resampler.resample_chunk(np.zeros((0, channels), np.float32), last=True))
-    write(np.zeros((max(0, wanted - written), channels), np.float32))
-    return written
+        self._put(self.resampler.resample_chunk(frames) if self.resampler else frames)
+
+    def finish(self) -> int:
+        """Flush the resampler, complete with silence; the frames written."""
+        if self.resampler is not None:
+            self._put(self.resampler.resample_chunk(np.zeros((0, self.channels), np.float32), True))
+        self._put(np.zeros((max(0, self.wanted - self.written), self.channels), np.float32))
+        return self.written
+
+    def _put(self, frames: np.ndarray) -> None:  # [frames, channels]
+        frames = frames[: self.wanted - self.written]
+        self.file.write(frames)
+        self.written += len(frames)

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from bendserver.files import write_text, writing
+
 ROOT = Path(__file__).resolve().parent.parent
 """Repository root (the parent of ``scripts/``)."""
 
@@ -108,7 +110,8 @@ def save_weights(model: nn.Module, path: Path) -> None:
 
     model.reset_state()
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(path))
+    with writing(path) as temp:  # a model folder never holds half a weights file
+        save_file(state, str(temp))
 
 
 def _toml_value(value: Any) -> str:
@@ -152,7 +155,7 @@ def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
         tomllib = None
     if tomllib is not None and tomllib.loads(text) != _rounded(manifest):
         raise ValueError("manifest did not round-trip through TOML")
-    path.write_text(text)
+    write_text(path, text)
 
 
 def _rounded(data: dict[str, Any]) -> dict[str, Any]:

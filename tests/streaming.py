@@ -1,5 +1,7 @@
 """Small streaming models shared by the engine tests."""
 
+import time
+
 import torch
 from torch import nn
 
@@ -50,3 +52,26 @@ def twin(module_class, **kwargs):
     second = module_class(**kwargs).eval()
     second.load_state_dict(first.state_dict())
     return first, second
+
+
+def pause(x):
+    """Waits 20 ms: a model call as slow as a large model's, kept in the traced graph."""
+    time.sleep(0.02)
+    return x
+
+
+torch.fx.wrap("pause")
+
+
+class Slow(nn.Module):
+    """Halves its input, 20 ms a block: a render that lasts long enough to interrupt."""
+
+    def forward(self, x):
+        return pause(x) * 0.5
+
+
+class Ratio(nn.Module):
+    """``x / x``: 1 where the input is not 0, NaN where it is (a model that outputs NaN)."""
+
+    def forward(self, x):
+        return x / x

@@ -79,7 +79,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     assert f"cannot write {output}" in one_line(capsys.readouterr().err)
     serve = ["serve", "--audio", "null", "--osc-port", "0", "--duration", "0.1"]
     assert main([*serve, "--record", output]) == 2
-    assert "give --record a file in a folder you can write to" in one_line(capsys.readouterr().err)
+    assert "choose a place you can write to" in one_line(capsys.readouterr().err)
 
 
 def test_a_score_that_is_not_utf8_is_named_with_its_byte(tmp_path, sound, capsys):
@@ -87,7 +87,7 @@ def test_a_score_that_is_not_utf8_is_named_with_its_byte(tmp_path, sound, capsys
     score.write_bytes(b"0 /engine/gain 0.5 # caf\xe9\n")
     assert main(["render", str(sound), "--score", str(score), "-o", str(tmp_path / "o.wav")]) == 2
     line = one_line(capsys.readouterr().err)
-    assert f"{score} is not UTF-8 text (byte 24 is 0xe9)" in line
+    assert f"score {score} is not UTF-8 text (line 1, byte 24)" in line
     assert not (tmp_path / "o.wav").exists()
 
 

@@ -86,7 +86,7 @@ def test_render_is_as_long_as_its_input_and_says_what_it_drops(tmp_path, caplog)
     score = parse_score("1.0 /preset/save at_one\n0.5 /bend/mask/prob 0.5\n99 /engine/gain 0.5")
     engine = tb.StreamEngine("wavae", block=1024, preset="wavae")
     with caplog.at_level(logging.WARNING):
-        seconds = render_file(engine, source, tmp_path / "o.wav", score)
+        seconds = render_file(engine, source, tmp_path / "o.wav", score).seconds
     assert seconds == pytest.approx(sf.info(str(source)).duration, abs=1e-4)
     assert "1 event(s) at or after the end" in caplog.text and "99 s /engine/gain" in caplog.text
 

@@ -1,12 +1,17 @@
-"""Offline render: identical to streaming, scores at block times, formats, refusals."""
+"""Offline render: identical to streaming, scores at block times (any number of events),
+formats, refusals, NaN/Inf from the model reported."""
+
+import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
-from streaming import CausalStack, Identity, twin
+from streaming import CausalStack, Identity, Ratio, twin
 
 import bendserver as tb
-from bendserver.render import parse_score, render_file, schedule
+from bendserver.cli import main
+from bendserver.render import ScorePlayer, parse_score, render_file
 
 
 def _wav(path, seconds=0.5, rate=48000, channels=1):
@@ -22,7 +27,7 @@ def test_render_equals_concatenated_streaming_bit_exact(tmp_path, block):
     first, second = twin(CausalStack)
     seconds = render_file(
         tb.StreamEngine(first, block=block), tmp_path / "in.wav", tmp_path / "o.wav"
-    )
+    ).seconds
     rendered, rate = sf.read(str(tmp_path / "o.wav"), dtype="float32", always_2d=True)
     engine = tb.StreamEngine(second, block=block)
     padded = np.pad(audio, ((0, 0), (0, -audio.shape[-1] % block)))
@@ -53,14 +58,17 @@ def test_score_errors_name_the_line():
     with pytest.raises(tb.BendingError, match="score:2"):
         parse_score("0 /ping\nsoon /ping\n")
     engine = tb.StreamEngine(Identity(), block=256)
-    with pytest.raises(tb.BendingError, match="score at 0.5 s, /bend/none/value"):
-        schedule(engine, parse_score("0.5 /bend/none/value 1"))
+    player = ScorePlayer(engine, parse_score("# moves\n0.5 /bend/none/value 1"))
+    with pytest.raises(tb.BendingError, match="score:2: at 0.5 s, /bend/none/value: .*none"):
+        player.until(engine.samples(0.5))
+    with pytest.raises(tb.BendingError, match="score:1: at 0 s, /engine/gain: .*16"):
+        ScorePlayer(engine, parse_score("0 /engine/gain 20"))  # refused before anything plays
 
 
 def test_resampling_and_downmix(tmp_path):
     sf.write(str(tmp_path / "in.wav"), np.zeros((22050, 2), np.float32), 44100)
     engine = tb.StreamEngine(Identity(), block=256)
-    seconds = render_file(engine, tmp_path / "in.wav", tmp_path / "out.flac", mono=True)
+    seconds = render_file(engine, tmp_path / "in.wav", tmp_path / "out.flac", mono=True).seconds
     info = sf.info(str(tmp_path / "out.flac"))
     assert (info.samplerate, info.channels, seconds) == (44100, 1, pytest.approx(0.5))
     render_file(engine, tmp_path / "in.wav", tmp_path / "at48.flac", mono=True, sample_rate=48000)
@@ -86,27 +94,51 @@ def test_refusals(tmp_path):
         render_file(engine, tmp_path / "missing.wav", tmp_path / "out.wav")
 
 
-def test_interrupted_render_leaves_a_valid_file(tmp_path):
-    audio = _wav(tmp_path / "in.wav", seconds=1.0)
-    engine = tb.StreamEngine(Identity(), block=256, fuse=False)
-    original = engine.process
-    calls = {"n": 0}
-
-    def interrupting(block):
-        calls["n"] += 1
-        if calls["n"] == 50:
-            raise KeyboardInterrupt
-        return original(block)
-
-    engine.process = interrupting
-    with pytest.raises(KeyboardInterrupt):
-        render_file(engine, tmp_path / "in.wav", tmp_path / "out.wav")
-    partial, _ = sf.read(str(tmp_path / "out.wav"), dtype="float32")
-    assert len(partial) == 49 * 256
-    np.testing.assert_array_equal(partial, audio[0, : 49 * 256])
-
-
 def test_stream_trims_the_last_block():
     engine = tb.StreamEngine(Identity(), block=256)
     blocks = list(engine.stream(np.zeros((1, 600), np.float32)))
     assert [b.shape[-1] for b in blocks] == [256, 256, 88]
+
+
+def test_a_score_of_any_length_renders(tmp_path):
+    """2 000 events (more than the 1 024 changes that may wait at once): each is handed to the
+    engine as the render reaches its block."""
+    sf.write(str(tmp_path / "ones.wav"), np.ones(48000, np.float32), 48000, subtype="FLOAT")
+    score = tmp_path / "many.txt"
+    score.write_text("".join(f"{i / 4000:.5f} /engine/gain {i % 2}\n" for i in range(2000)))
+    identity = f"{Path(__file__).parent / 'streaming.py'}:Identity"
+    argv = ["render", str(tmp_path / "ones.wav"), "-m", identity, "--block", "256",
+            "--no-fuse", "--score", str(score), "-o", str(tmp_path / "out.wav")]  # fmt: skip
+    assert main(argv) == 0
+    out, _ = sf.read(str(tmp_path / "out.wav"), dtype="float32")
+    assert np.all(out[24064 + 256 :] == 1.0)  # the last (0.49975 s: gain 1), gliding 1 block
+    assert out[12000:12256].std() > 0, "the gain moved at every block before"
+
+
+def test_more_events_in_one_block_than_apply_at_once_are_refused_first():
+    engine = tb.StreamEngine(Identity(), block=256)
+    events = parse_score("".join(f"0.001 /engine/gain {i % 2}\n" for i in range(1100)))
+    with pytest.raises(tb.BendingError, match="score:1025: .*more than 1024 events"):
+        ScorePlayer(engine, events)
+
+
+def test_nan_from_the_model_is_reported_by_block(tmp_path, caplog, capsys):
+    """A model that outputs NaN (here where its input is silent: blocks 2 and 3 of 256) is
+    said to, with what the fuse did, not rendered as silence with '0 errors'."""
+    audio = np.full(6 * 256, 0.5, np.float32)
+    audio[2 * 256 : 4 * 256] = 0.0
+    sf.write(str(tmp_path / "in.wav"), audio, 48000, subtype="FLOAT")
+    with caplog.at_level(logging.WARNING, logger="bendserver.render"):
+        rendered = render_file(tb.StreamEngine(Ratio(), block=256), tmp_path / "in.wav",
+                               tmp_path / "fused.wav")  # fmt: skip
+    assert (rendered.nonfinite, rendered.nonfinite_blocks) == (512, "2-3")
+    assert "512 NaN/Inf samples in 2 block(s) of 6 (blocks 2-3): the fuse wrote 0" in caplog.text
+    bare = render_file(tb.StreamEngine(Ratio(), block=256, fuse=False), tmp_path / "in.wav",
+                       tmp_path / "bare.wav")  # fmt: skip
+    assert (bare.nonfinite, bare.nonfinite_blocks) == (512, "2-3")
+    assert np.isnan(sf.read(str(tmp_path / "bare.wav"))[0]).sum() == 512
+    ratio = f"{Path(__file__).parent / 'streaming.py'}:Ratio"
+    argv = ["render", str(tmp_path / "in.wav"), "-m", ratio, "--block", "256",
+            "-o", str(tmp_path / "cli.wav")]  # fmt: skip
+    assert main(argv) == 0
+    assert "0 errors, 512 NaN/Inf" in capsys.readouterr().out

@@ -1,9 +1,11 @@
 """Recording the output to a sound file, with no file I/O in the audio callback.
 
 The callback copies each output block into a preallocated ring (``push``); a writer thread
-empties the ring into the file every few milliseconds. ``close`` drains the ring and closes
-the file, so the file is complete and valid after Ctrl-C or SIGTERM. Blocks that find the ring
-full (the disk stalled for seconds) are dropped and counted.
+empties the ring into a temporary file beside the recording every few milliseconds. ``close``,
+the one way to finish a recording, drains the ring, closes the file and renames it into place:
+the recording appears at its path only then, complete and valid (after Ctrl-C or SIGTERM too,
+where the server calls ``close``). Blocks that find the ring full (the disk stalled for seconds)
+are dropped and counted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import soundfile as sf
 
 from ..audiofile import FORMATS
 from ..errors import BendingError
+from ..files import commit, discard, temporary_beside
 
 log = logging.getLogger("bendserver.audio")
 
@@ -41,8 +44,8 @@ class Recorder:
             )
         if path.exists() and not force:
             raise BendingError(f"{path} exists: record to another file, or pass --force")
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._temp = temporary_beside(path)
         slots = max(8, int(seconds * sample_rate / max_frames))
         self._ring = np.zeros((slots, max_frames, channels), dtype=np.float32)
         self._sizes = np.zeros(slots, dtype=np.int64)
@@ -50,7 +53,11 @@ class Recorder:
         self._written = 0  # written by the writer thread only
         self.dropped = 0  #: blocks lost because the ring was full
         self.frames = 0  #: frames written to the file
-        self._file = sf.SoundFile(str(path), "w", sample_rate, channels, subtype=subtype)
+        try:
+            self._file = sf.SoundFile(str(self._temp), "w", sample_rate, channels, subtype=subtype)
+        except sf.LibsndfileError as error:
+            discard(self._temp)
+            raise BendingError(f"--record: cannot write {path}: {error}") from None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
         self._thread.start()
@@ -85,10 +92,12 @@ class Recorder:
                 return
 
     def close(self) -> None:
-        """Write what is left and close the file (call after the stream stopped)."""
+        """Write what is left, close the file and put it in place (call after the stream
+        stopped)."""
         self._stop.set()
         self._thread.join(timeout=5.0)
         try:
             self._drain()
         finally:
             self._file.close()
+            commit(self._temp, self.path)

@@ -12,9 +12,12 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import BendingError
+from ..files import write_text
+from ..readers import expect, only, optional, read_json
 from .base import BendingOp
 from .ops import op_from_spec
 
@@ -182,28 +185,29 @@ class BendingConfig:
                 f"config format version {data.get('version')!r} is not supported "
                 f"(this bendserver reads version {FORMAT_VERSION})"
             )
-        ops = {name: op_from_spec(spec) for name, spec in data.get("ops", {}).items()}
+        specs = optional(data, "ops", "object", "", {})
+        ops = {name: op_from_spec(spec, f"ops.{name}") for name, spec in specs.items()}
         entries = []
-        for bend in data.get("bends", []):
-            if not isinstance(bend, dict) or bend.get("op") not in ops:
-                raise BendingError(f"config bend {bend!r} names no op of {sorted(ops)}")
-            entries.append((ops[bend["op"]], *bend.get("keys", [])))
+        for index, bend in enumerate(optional(data, "bends", "list", "", [])):
+            where = f"bends[{index}]"
+            expect(bend, "object", where)
+            only(bend, ("op", "keys"), where)
+            name = expect(bend.get("op"), "text", f"{where}.op")
+            if name not in ops:
+                raise BendingError(f"{where}.op: {name!r} names no op of {sorted(ops)}")
+            keys = optional(bend, "keys", "list", f"{where}.", [])
+            entries.append((ops[name], *(expect(k, "text", f"{where}.keys") for k in keys)))
         return cls(*entries, module=module, names=ops)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the config as JSON."""
-        with open(path, "w", encoding="utf-8") as file:
-            json.dump(self.to_dict(), file, indent=2)
-            file.write("\n")
+        """Write the config as JSON (through a temporary file: see :mod:`bendserver.files`)."""
+        write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike, module: BendedModule | None = None) -> BendingConfig:
         """Read a config saved by :meth:`save`, bound to ``module`` if given."""
+        data = read_json(Path(path), "config")
         try:
-            with open(path, encoding="utf-8") as file:
-                data = json.load(file)
-        except FileNotFoundError:
-            raise BendingError(f"no config file at {os.fspath(path)!r}") from None
-        except json.JSONDecodeError as error:
-            raise BendingError(f"{os.fspath(path)!r} is not valid JSON: {error}") from None
-        return cls.from_dict(data, module=module)
+            return cls.from_dict(data, module=module)
+        except BendingError as error:
+            raise BendingError(f"config {os.fspath(path)}: {error}") from None

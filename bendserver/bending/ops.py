@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..errors import BendingError
+from ..readers import expect, only, optional
 from .base import (
     BendingOp,
     Chain,
@@ -388,16 +389,41 @@ def register_op(cls: type[BendingOp]) -> type[BendingOp]:
     return cls
 
 
-def op_from_spec(spec: dict[str, Any]) -> BendingOp:
-    """Rebuild an op from :meth:`BendingOp.spec`'s JSON form."""
-    if not isinstance(spec, dict) or "op" not in spec:
-        raise BendingError(f"an op spec is a dict with an 'op' key, got {spec!r}")
-    if spec["op"] == "Chain":
-        return Chain(*(op_from_spec(s) for s in spec.get("ops", [])))
-    cls = OPS.get(spec["op"])
+#: The kinds of the built-in ops' structural options (:func:`bendserver.readers.expect`);
+#: ``dim`` is also a list of whole numbers. A registered op's other options go to it as they are.
+OPTION_KINDS = {"seed": "integer", "binary": "flag", "fresh": "flag", "over": "text", "op": "text"}
+
+
+def op_from_spec(spec: Any, where: str = "op") -> BendingOp:
+    """Rebuild an op from :meth:`BendingOp.spec`'s JSON form, checking the type of every
+    value; errors name the key (``where``: the spec's own, ``ops.mask``)."""
+    expect(spec, "object", where)
+    only(spec, ("op", "params", "options", "ops"), where)
+    name = expect(spec.get("op"), "text", f"{where}.op")
+    if name == "Chain":
+        parts = optional(spec, "ops", "list", f"{where}.", [])
+        return Chain(*(op_from_spec(s, f"{where}.ops[{i}]") for i, s in enumerate(parts)))
+    cls = OPS.get(name)
     if cls is None:
-        raise BendingError(f"unknown op {spec['op']!r}; known ops: {sorted(OPS)}")
+        raise BendingError(f"{where}.op: unknown op {name!r}; known ops: {sorted(OPS)}")
+    params = optional(spec, "params", "object", f"{where}.", {})
+    params = {k: expect(v, "number", f"{where}.params.{k}") for k, v in params.items()}
+    options = optional(spec, "options", "object", f"{where}.", {})
+    options = {k: _option(k, v, f"{where}.options.{k}") for k, v in options.items()}
     try:
-        return cls(**spec.get("params", {}), **spec.get("options", {}))
-    except TypeError as error:
-        raise BendingError(f"bad arguments for {spec['op']}: {error}") from None
+        return cls(**params, **options)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise BendingError(f"{where}: bad arguments for {name}: {error}") from None
+    except BendingError as error:
+        raise BendingError(f"{where}: {error}") from None
+
+
+def _option(name: str, value: Any, key: str) -> Any:
+    """A structural option checked by its kind (None stays None: the op's default)."""
+    if value is None:
+        return None
+    if name == "dim":
+        if isinstance(value, list):
+            return [expect(d, "integer", f"{key}[{i}]") for i, d in enumerate(value)]
+        return expect(value, "integer", key)
+    return expect(value, OPTION_KINDS[name], key) if name in OPTION_KINDS else value

@@ -4,7 +4,9 @@ The control side prepares everything heavy (weight tensors, graph modules) and s
 :class:`Command` holding it; the audio thread drains the queue at each block boundary and applies
 every command that is due, in sample-time order. Applied (and cancelled) commands go back to the
 control side through :attr:`CommandQueue.released`, with whatever they replaced, to be freed
-there: the audio thread never frees a tensor or a graph module.
+there: the audio thread never frees a tensor or a graph module. A command cancelled before its
+time (a later change re-planned it) leaves the audio side's queue soon, not at its time: a
+client re-planning changes scheduled an hour ahead would otherwise grow it without limit.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ class Command:
     done: bool = field(default=False, compare=False)
 
 
+#: Cancelled commands the audio side's queue holds, beyond as many as live ones, before it
+#: sweeps them out (each sweep costs one pass over the queue, paid for by that many cancels).
+SWEEP_SLACK = 64
+
+
 class CommandQueue:
     """Submitted from the control side; drained by the audio thread only."""
 
@@ -45,6 +52,8 @@ class CommandQueue:
         self.finished = 0  #: commands applied or skipped as cancelled (audio thread)
         #: Commands done with, handed back for the control side to drop (freeing what they hold).
         self.released: collections.deque[Command] = collections.deque()
+        self.cancels = 0  #: commands cancelled (control side)
+        self._swept = 0  #: ``cancels`` when the audio side last swept its queue
 
     def submit(self, payload: Any, at: int | None = None, what: str = "") -> Command:
         command = Command(-1 if at is None else int(at), next(self._seq), payload, what)
@@ -52,8 +61,14 @@ class CommandQueue:
         self._incoming.put(command)
         return command
 
+    def cancel(self, command: Command) -> None:
+        """Skip ``command``: a later one replaces it (control side)."""
+        command.cancelled = True
+        self.cancels += 1
+
     def due(self, block_start: int) -> list[Command]:
         """The commands to apply before the block that starts at ``block_start``, in order."""
+        cancels = self.cancels  # each cancelled before now was submitted before the pull below
         while True:
             try:
                 heapq.heappush(self._timeline, self._incoming.get_nowait())
@@ -62,7 +77,23 @@ class CommandQueue:
         ready = []
         while self._timeline and self._timeline[0].at <= block_start:
             ready.append(heapq.heappop(self._timeline))
+        if 2 * (cancels - self._swept) >= len(self._timeline) + SWEEP_SLACK:
+            self._sweep(cancels)
         return ready
+
+    def _sweep(self, cancels: int) -> None:
+        """Hand back the cancelled commands waiting in the queue (audio thread). Called once
+        about half the queue may be cancelled: the queue stays within twice its live commands
+        (plus :data:`SWEEP_SLACK`), and a sweep's pass is paid for by as many cancels."""
+        live = []
+        for command in self._timeline:
+            if command.cancelled:
+                self.finish(command)
+            else:
+                live.append(command)
+        heapq.heapify(live)
+        self._timeline = live
+        self._swept = cancels
 
     def finish(self, command: Command) -> None:
         """Mark ``command`` done and hand it back (audio thread)."""

@@ -121,7 +121,7 @@ class Timeline:
                 entry.after = after
                 continue
             if entry.command is not None:
-                entry.command.cancelled = True
+                self.commands.cancel(entry.command)
             entry.after, entry.plan = after, plan
             entry.command = self.commands.submit(payload, entry.at, entry.what)
 

@@ -41,6 +41,10 @@ SO_RCVBUFFORCE = 33
 SO_TIMESTAMPNS = 35
 SO_RXQ_OVFL = 40
 MAX_DATAGRAM = 65536
+#: Denied hosts named in the log, one line each; past them, one line says the rest are only
+#: counted (a sender's address is the client's to choose: remembering each would let spoofed
+#: sources grow the intake without limit).
+DENIED_LOGGED = 64
 #: Datagrams read from the socket before they are sorted (a burst's worth on a small machine).
 DRAIN = 4096
 LOOPBACK = ("127.0.0.0/8", "::1/128")
@@ -296,29 +300,36 @@ class Intake:
             self._sort(batch)
 
     def _sort(self, batch: list) -> None:
-        """Access and coalescing for a drained batch; arrival times are read from the kernel's
-        stamps only for letters that reach the inbox."""
+        """Access, size and coalescing for a drained batch; arrival times are read from the
+        kernel's stamps only for letters that reach the inbox. A datagram no ring slot holds
+        is dropped here, never held: the inbox's letters are each at most a slot's size."""
         self.packets += len(batch)
         self._read_kernel_drops(batch[-1][1])
-        put, allows = self.inbox.put, self.access.allows
+        put, allows, capacity = self.inbox.put, self.access.allows, self.ring.capacity
         for data, ancillary, _, sender in batch:
             host = sender[0]
             if not allows(host):
                 self._deny(host)
                 continue
             self.accepted += 1
+            if len(data) > capacity:
+                self.too_large += 1
+                continue
             put(address_of(data), data, host, ancillary)
 
     def _deny(self, host: str) -> None:
+        """Count a denied datagram; name its host in the log once (a flood must not flood the
+        log), for the first :data:`DENIED_LOGGED` hosts only."""
         self.denied += 1
-        if host not in self._denied_hosts:  # once per host: a flood must not flood the log
-            self._denied_hosts.add(host)
+        if host in self._denied_hosts or len(self._denied_hosts) > DENIED_LOGGED:
+            return
+        self._denied_hosts.add(host)
+        if len(self._denied_hosts) > DENIED_LOGGED:
+            line = f"more hosts denied: not named from now on ({DENIED_LOGGED} were)"
+        else:
             networks = ", ".join(str(n) for n in self.access.networks)
-            print(
-                f"bendserver.osc: OSC from {host} denied: allowed are {networks} (--allow CIDR)",
-                file=sys.stderr,
-                flush=True,
-            )
+            line = f"OSC from {host} denied: allowed are {networks} (--allow CIDR)"
+        print(f"bendserver.osc: {line}", file=sys.stderr, flush=True)
 
     def _read_kernel_drops(self, ancillary: list) -> None:
         data = _socket_option(ancillary, SO_RXQ_OVFL, 4)
@@ -332,9 +343,6 @@ class Intake:
             if self.ring.slots <= self._in_ring():
                 break
             letter = self.inbox.take()
-            if len(letter.content) > self.ring.capacity:
-                self.too_large += 1
-                continue
             arrival = arrival_time(letter.arrival)
             if not self.ring.push(letter.content, letter.host, arrival):
                 self.unpushed += 1  # cannot happen after the check above; never silent

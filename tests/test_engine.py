@@ -30,11 +30,15 @@ def test_blocks_match_eager_streaming_and_reset_clears_state():
     blocks = np.split(signal, 6, axis=-1)
     out = [engine.process(b) for b in blocks]
     expected = [_eager(reference, b) for b in blocks]
+    # within float rounding: the passes play each convolution in the form measured fastest on
+    # this machine now, and the forms sum in different orders (exact only when torch's wins)
     for got, want in zip(out, expected, strict=True):
-        np.testing.assert_array_equal(got, want)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
     engine.reset_state()
     fresh, _ = twin(CausalStack)
-    np.testing.assert_array_equal(engine.process(blocks[0]), _eager(fresh, blocks[0]))
+    np.testing.assert_allclose(
+        engine.process(blocks[0]), _eager(fresh, blocks[0]), rtol=0, atol=1e-6
+    )
 
 
 def test_commands_apply_at_the_next_block_or_at_a_time():

@@ -19,7 +19,7 @@ import soundfile as sf
 import soxr
 from tqdm import tqdm
 
-from .audiofile import fit_channels, output_subtype, read_sound, resample_audio
+from .audiofile import fit_channels, output_subtype, read_sound, resample_audio, streams_for
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
@@ -105,8 +105,8 @@ def render_file(
 ) -> float:
     """Render ``source`` through ``engine`` into ``output`` (format from the extension).
 
-    The file keeps its channels (the engine plays one stream per channel: make it with
-    ``streams``; ``mono`` mixes down first), its length and its rate (soxr to the model's rate
+    The file keeps its channels (one stream per channel: an engine made without ``streams``
+    takes the file's; ``mono`` mixes down first), its length and its rate (soxr to the model's rate
     and back; ``sample_rate`` chooses another), and its subtype where the output format allows.
     The model's latency is trimmed (the input is followed by that much silence and the output
     starts that much later) unless ``keep_latency``: then the output starts with it and is
@@ -124,6 +124,8 @@ def render_file(
     rate, frames = info.samplerate, audio.shape[-1]
     if mono:
         audio = fit_channels(audio, 1)
+    if engine.adapts:  # made without streams: one stream per channel of this file
+        engine.set_streams(streams_for(audio.shape[0], engine.spec.in_channels))
     if audio.shape[0] > engine.in_channels:
         raise BendingError(
             f"{source} has {audio.shape[0]} channels and the engine plays {engine.in_channels}: "

@@ -16,6 +16,7 @@ from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
+from bendserver.render import render_file
 from bendserver.serve import ServeOptions, Server
 
 RATE = 44100
@@ -169,8 +170,31 @@ def test_the_obvious_call_takes_numpy_or_tensors_of_any_length():
     signal = mono(stereo[0], 48000)
     assert signal.shape == (1000,)
     np.testing.assert_allclose(signal, out[0], atol=1e-6)
-    with pytest.raises(tb.BendingError, match="streams=<channels>"):
-        mono(stereo, 48000)
+    with pytest.raises(tb.BendingError, match="make it without streams"):
+        tb.StreamEngine("drive", block=256, streams=1)(stereo, 48000)
+
+
+def test_an_engine_made_without_streams_plays_the_channels_it_is_given(tmp_path):
+    """pedalboard's ``board(audio, sr)``: each channel its own stream, equal to that channel
+    played alone; the batch is built again when the count changes (reset=True only)."""
+    engine = tb.StreamEngine("drive")
+    stereo = _stereo(tmp_path / "song.wav")
+    out = engine(stereo, RATE)
+    assert out.shape == stereo.shape and out.dtype == np.float32
+    for channel in range(2):
+        alone = tb.StreamEngine("drive")(stereo[channel], RATE)
+        np.testing.assert_allclose(out[channel], alone, atol=1e-6, rtol=0)
+    assert engine.streams == 2 and engine.in_channels == 2
+    three = engine(np.concatenate([stereo, stereo[:1]]), RATE)
+    np.testing.assert_allclose(three[2], out[0], atol=1e-6, rtol=0)
+    with pytest.raises(tb.BendingError, match="reset=True starts a stream"):
+        engine(stereo, RATE, reset=False)
+    np.testing.assert_allclose(engine(stereo[1], RATE), out[1], atol=1e-6, rtol=0)
+    rendered = tb.StreamEngine("drive", preset="drive")
+    render_file(rendered, tmp_path / "song.wav", tmp_path / "out.wav")
+    fixed = tb.StreamEngine("drive", preset="drive", streams=2)
+    render_file(fixed, tmp_path / "song.wav", tmp_path / "fixed.wav")
+    np.testing.assert_array_equal(_read(tmp_path / "out.wav")[0], _read(tmp_path / "fixed.wav")[0])
 
 
 def test_reset_false_continues_the_stream():

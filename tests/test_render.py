@@ -70,8 +70,11 @@ def test_resampling_and_downmix(tmp_path):
     ) == (48000, 24000)
     with pytest.raises(tb.BendingError, match="44100 Hz"):
         render_file(engine, tmp_path / "in.wav", tmp_path / "x.wav", resample=False, mono=True)
+    fixed = tb.StreamEngine(Identity(), block=256, streams=1)
     with pytest.raises(tb.BendingError, match="streams=2"):
-        render_file(engine, tmp_path / "in.wav", tmp_path / "x.wav")
+        render_file(fixed, tmp_path / "in.wav", tmp_path / "x.wav")
+    render_file(engine, tmp_path / "in.wav", tmp_path / "stereo.flac")  # one stream a channel
+    assert sf.info(str(tmp_path / "stereo.flac")).channels == 2
 
 
 def test_refusals(tmp_path):

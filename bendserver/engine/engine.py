@@ -56,8 +56,10 @@ class StreamEngine:
     ``streams`` runs that many independent streams at once (a batch dimension through one graph
     call, each with its own streaming state, the bending shared): the channels of a block are
     ``streams`` times the method's, stream after stream (a mono model with ``streams=2`` plays
-    stereo). ``engine(audio, sample_rate)`` plays a whole signal. Torch's thread count is the
-    caller's: live and offline commands set one thread.
+    stereo). Made without ``streams``, the engine starts with one and ``engine(audio,
+    sample_rate)`` (or :meth:`set_streams`) rebuilds the batch for the channels it is given;
+    ``streams=`` fixes the count, as a live engine needs before its first block. Torch's thread
+    count is the caller's: live and offline commands set one thread.
 
     On a CUDA ``device`` (``cuda``, ``cuda:N``) blocks go through pinned buffers on the engine's
     own stream and, with ``cuda_graph`` (the default), the bended graph is captured as a CUDA
@@ -77,7 +79,7 @@ class StreamEngine:
         ceiling: float = 0.99,
         capacity: int = 1024,
         optimize: str = "passes",
-        streams: int = 1,
+        streams: int | None = None,
         cuda_graph: bool = True,
     ) -> None:
         if optimize not in OPTIMIZE_MODES:
@@ -103,12 +105,9 @@ class StreamEngine:
         self._check_block()
         self.in_frames = self.block // self.spec.in_ratio
         self.out_frames = self.block // self.spec.out_ratio
-        if not isinstance(streams, int) or streams < 1:
-            raise BendingError(f"streams is a whole number of channels >= 1, got {streams!r}")
-        self.streams = streams
-        #: Channels of the blocks ``process`` takes and returns: ``streams`` x the method's.
-        self.in_channels = streams * self.spec.in_channels
-        self.out_channels = streams * self.spec.out_channels
+        #: Made without ``streams``: the batch follows the channels ``engine(audio, sr)`` gets.
+        self.adapts = streams is None
+        self._set_channels(1 if streams is None else _checked_streams(streams))
         self.latency = self.model.latency
 
         self._control = threading.RLock()
@@ -171,13 +170,24 @@ class StreamEngine:
                 "load it on the engine's device"
             )
 
+    def _set_channels(self, streams: int) -> None:
+        """The stream count and the channels of the blocks it makes."""
+        self.streams = streams
+        #: Channels of the blocks ``process`` takes and returns: ``streams`` x the method's.
+        self.in_channels = streams * self.spec.in_channels
+        self.out_channels = streams * self.spec.out_channels
+
+    def _block_transfer(self) -> BlockTransfer:
+        """Pinned buffers and a stream for blocks of the engine's batch (CUDA)."""
+        in_shape = (self.streams, self.spec.in_channels, self.in_frames)
+        out_shape = (self.streams, self.spec.out_channels, self.out_frames)
+        return BlockTransfer(self.device, in_shape, out_shape)
+
     def _set_up_cuda(self, cuda_graph: bool) -> None:
         """Pinned buffers and a stream; with ``cuda_graph``, each weight slot gets storage of
         its own, which weight changes are copied into (a captured graph reads its addresses;
         the model's own weights, a version, must stay untouched)."""
-        in_shape = (self.streams, self.spec.in_channels, self.in_frames)
-        out_shape = (self.streams, self.spec.out_channels, self.out_frames)
-        self._transfer = BlockTransfer(self.device, in_shape, out_shape)
+        self._transfer = self._block_transfer()
         if not cuda_graph:
             return
         if self.model.attributes:  # a set_<name> may change what runs: a capture would not see it
@@ -190,7 +200,9 @@ class StreamEngine:
                 slot.data = slot.detach().clone()
         self.cuda_graphs = CudaGraphs(self._transfer.input)
 
-    def _trace(self) -> None:
+    def _trace(self, unbended: bool = True) -> None:
+        """Trace the method for the engine's batch; ``unbended``: play it without ops (what
+        plays before the first change; a scripted file's method always)."""
         shape = (self.streams, self.spec.in_channels, self.in_frames)
         example = torch.zeros(shape, device=self.device)
         self.bended.streams = self.streams
@@ -207,7 +219,8 @@ class StreamEngine:
                 graph = self.bended.trace(self.method, **{argument: example})
             output = next(node for node in graph.nodes if node.op == "output").args[0]
             self._check_output(getattr(output, "meta", {}).get("shape"))
-            self._forward = self._optimized(self.bended.build(self.method, []))
+            if unbended:
+                self._forward = self._optimized(self.bended.build(self.method, []))
         # detached: a capture's warm-up points the buffers elsewhere, a reset writes the originals
         self._initial_state = [
             (b.detach(), b.detach().clone()) for b in self.bended.streaming_state()
@@ -258,6 +271,47 @@ class StreamEngine:
                 "or set block_multiple in its manifest"
             )
 
+    def set_streams(self, streams: int) -> None:
+        """Play ``streams`` streams from the next block on; another count than now starts from
+        a clear streaming state (the bending kept). An engine made without ``streams``
+        rebuilds its batch here, on the caller's thread: call it between blocks, never while
+        another thread plays the engine. One made with ``streams=`` plays that count only."""
+        streams = _checked_streams(streams)
+        if streams == self.streams:
+            return
+        if not self.adapts:
+            raise BendingError(
+                f"this engine was made with streams={self.streams}: make it without streams "
+                "to play any number of channels"
+            )
+        with self._control:
+            before = self.streams
+            try:
+                self._rebatch(streams)
+            except BaseException:
+                self._rebatch(before)  # a model refusing the batch keeps playing what it did
+                raise
+
+    def _rebatch(self, streams: int) -> None:
+        """Trace and build everything that depends on the batch again, for ``streams``."""
+        self.timeline.prune()
+        self._set_channels(streams)
+        if self._transfer is not None:
+            self._transfer = self._block_transfer()
+            if self.cuda_graphs is not None:
+                self.cuda_graphs = CudaGraphs(self._transfer.input)
+        self._bends.rebatched(self.cuda_graphs)
+        structure = self._bends.structure(self.timeline.base)
+        self._trace(unbended=not structure)
+        if structure:
+            self._forward = self._bends.forward(structure)
+        for entry in self.timeline.entries:  # changes to come: their graphs for this batch
+            if entry.plan.structure is not None:
+                entry.command.payload.forward = self._bends.forward(entry.plan.structure)
+        if self.fuse is not None:
+            self.fuse = OutputFuse(self.out_channels, self.sample_rate, self.fuse.ceiling)
+        self.reset_state()
+
     # -- the audio side ----------------------------------------------------------------------
 
     def process(self, block: np.ndarray) -> np.ndarray:
@@ -303,11 +357,13 @@ class StreamEngine:
         signal = audio.detach().cpu().numpy() if tensor is not None else np.asarray(audio)
         mono = signal.ndim == 1
         signal = signal[None] if mono else signal
+        per_stream = self.spec.in_channels
+        if signal.ndim == 2 and self.adapts and reset and signal.shape[0] % per_stream == 0:
+            self.set_streams(max(1, signal.shape[0] // per_stream))
         if signal.ndim != 2 or signal.shape[0] != self.in_channels:
             raise BendingError(
                 f"this engine plays {self.in_channels} channel(s) ([{self.in_channels}, frames], "
-                f"or 1-D for one), got {list(np.shape(audio))}: make it with "
-                "streams=<channels> to play each channel as its own stream"
+                f"or 1-D for one), got {list(np.shape(audio))}: " + self._channels_hint(reset)
             )
         if reset:
             self.reset_state()
@@ -323,6 +379,14 @@ class StreamEngine:
         if tensor is None:
             return out
         return torch.from_numpy(np.ascontiguousarray(out)).to(tensor.device, tensor.dtype)
+
+    def _channels_hint(self, reset: bool) -> str:
+        """What to do when ``engine(audio, sr)`` gets a channel count it cannot play."""
+        if not self.adapts:
+            return "make it without streams to play any number of channels, one stream each"
+        if not reset:
+            return "reset=True starts a stream with another number of channels"
+        return f"model '{self.model.name}' takes {self.spec.in_channels} channel(s) a stream"
 
     def _run(self, dry: np.ndarray) -> np.ndarray:
         if self.bypass:
@@ -706,6 +770,12 @@ class StreamEngine:
             "pending": self.commands.pending(),
         }
         return stats
+
+
+def _checked_streams(streams: Any) -> int:
+    if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+        raise BendingError(f"streams is a whole number of channels >= 1, got {streams!r}")
+    return streams
 
 
 def _finite(name: str, value: Any, low: float, high: float) -> float:

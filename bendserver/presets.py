@@ -32,14 +32,17 @@ class Preset:
     interpolation: dict[str, float] | None = None
     gain: float = 1.0
     mix: float = 1.0
-    model: str | None = None
+    model: str | None = None  #: the model it was saved from (it fits any that has its targets)
     disabled: list[str] = field(default_factory=list)  #: ids of ops switched off
+    #: what its ops bend: weight names with their shapes, layer outputs (None) (see preset_fit)
+    targets: dict[str, list[int] | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.config,
             "disabled": list(self.disabled),
             "model": self.model,
+            "targets": dict(self.targets),
             "weights": {"version": self.version, "interpolation": self.interpolation},
             "engine": {"gain": self.gain, "mix": self.mix},
         }
@@ -125,7 +128,18 @@ def read_preset(path: Path) -> Preset:
         mix=float(engine.get("mix", 1.0)),
         model=data.get("model"),
         disabled=[str(op_id) for op_id in data.get("disabled", [])],
+        targets=_targets(data.get("targets") or {}, path),
     )
+
+
+def _targets(data: Any, path: Path) -> dict[str, list[int] | None]:
+    """A preset's ``targets``: names, each with a list of sizes or null."""
+    try:
+        return {str(k): None if v is None else [int(n) for n in v] for k, v in data.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise BendingError(
+            f"preset {path.name}: 'targets' maps names to lists of sizes (or null), got {data!r}"
+        ) from None
 
 
 def preset_for(model: LoadedModel, choice: str | None) -> str | None:

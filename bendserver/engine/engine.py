@@ -31,9 +31,11 @@ import torch.fx
 from ..audiofile import fit_length, resample_audio
 from ..bending.base import BendingOp
 from ..bending.config import BendingConfig
+from ..bending.weights import DEFAULT_VERSION
 from ..errors import BendingError
 from ..loader import LoadedModel, load_model, resolve_device
 from ..passes import OPTIMIZE_MODES, compile_forward, optimize
+from ..preset_fit import bent_targets, check_fit
 from ..presets import Preset, load_preset
 from ..tracing import restoring_buffers
 from .bends import Bends, Payload
@@ -695,10 +697,7 @@ class StreamEngine:
         """Replace the ops, weights and engine settings with a preset's. The whole preset is
         checked and built first: a refused preset changes nothing."""
         preset = preset if isinstance(preset, Preset) else load_preset(preset)
-        if preset.model is not None and preset.model != self.model.name:
-            raise BendingError(
-                f"preset '{preset.name}' is for model '{preset.model}', this is '{self.model.name}'"
-            )
+        check_fit(preset, self.bended, self.model.name)
         bank = self.bended.weight_bank
         version = preset.version or bank.default_name
         bank.check_version(version)
@@ -732,15 +731,21 @@ class StreamEngine:
         """The pending state (or the state at sample ``at``) as a preset named ``name``."""
         with self._control:
             state = self.state_at(at)
+            own = self.bended.weight_bank.default_name  # saved as _default: it fits a renamed file
             return Preset(
                 name=name,
                 config=self.bending_config(at).to_dict(),
-                version=state.version,
-                interpolation=state.interpolation,
+                version=None if state.version == own else state.version,
+                interpolation=None
+                if state.interpolation is None
+                else {
+                    DEFAULT_VERSION if v == own else v: w for v, w in state.interpolation.items()
+                },
                 gain=state.gain,
                 mix=state.mix,
                 model=self.model.name,
                 disabled=[op.op_id for op in state.ops if not op.enabled],
+                targets=bent_targets(self.bended, (k for op in state.ops for k in op.keys)),
             )
 
     # -- reporting ---------------------------------------------------------------------------

@@ -201,6 +201,8 @@ def _write_blocks(
     def write(frames: np.ndarray) -> None:  # [frames, channels]
         nonlocal written
         frames = frames[: wanted - written]
+        if resampler is not None and engine.fuse is not None:
+            engine.fuse.hold(frames)  # the resampler may overshoot the ceiling
         file.write(frames)
         written += len(frames)
 

@@ -377,6 +377,8 @@ class StreamEngine:
             out[:, position : position + block.shape[-1]] = block
             position += block.shape[-1]
         out = fit_length(resample_audio(out, self.sample_rate, int(sample_rate)), frames)
+        if self.fuse is not None and int(sample_rate) != self.sample_rate:
+            self.fuse.hold(out)  # the resampler may overshoot the ceiling
         out = out[0] if mono and self.out_channels == 1 else out
         if tensor is None:
             return out

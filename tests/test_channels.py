@@ -298,6 +298,7 @@ def test_a_live_server_plays_a_stereo_file_in_stereo(tmp_path):
     )  # fmt: skip
     server = Server(options)
     assert server.engine.streams == 2 and server.processor.process(audio[:, :256]).shape == (2, 256)
+    assert "(forward, 48000 Hz, 1 -> 1 ch x 2 streams)" in server.banner()
     server.engine.reset_state()
     with server:
         time.sleep(0.5)

@@ -212,6 +212,14 @@ def test_a_model_whose_state_has_one_row_is_refused_with_several_streams():
         tb.StreamEngine(twin(CausalStack)[0], block=256, streams=2)
     with pytest.raises(tb.BendingError, match="streams"):
         tb.StreamEngine("drive", streams=0)
+    module, reference = twin(CausalStack)
+    engine = tb.StreamEngine(module, block=256)
+    signal = np.random.default_rng(2).standard_normal((2, 512)).astype(np.float32)
+    with pytest.raises(tb.BendingError, match="cannot play 2 streams at once"):
+        engine(signal, 48000)
+    assert engine.streams == 1, "it keeps playing one stream"
+    want = tb.StreamEngine(reference, block=256)(signal[0], 48000)
+    np.testing.assert_allclose(engine(signal[0], 48000), want, atol=1e-6)
 
 
 def test_streams_have_their_own_state_and_reset_restores_it():

@@ -23,12 +23,12 @@ install: $(BIN)/python
 # (a real-time null backend without a sound card); prints the OSC port and a message to try.
 run: $(BIN)/python
 	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
-	$(BIN)/bendserver serve -m drive -p drive --input bendserver/models/drive/demo.flac
+	$(BIN)/bendserver serve -m drive -p drive --input models/drive/demo.flac
 
 # Renders the default model's demo with its preset into out/.
 render: $(BIN)/python
 	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
-	$(BIN)/bendserver render bendserver/models/drive/demo.flac -m drive -p drive -o out/drive_demo.wav --force
+	$(BIN)/bendserver render models/drive/demo.flac -m drive -p drive -o out/drive_demo.wav --force
 
 test: $(BIN)/python
 	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install

@@ -26,6 +26,7 @@ from .errors import BendingError
 from .files import writing
 from .loader import LoadedModel, load_model
 from .module import BendedModule
+from .preset_fit import check_fit
 from .presets import Preset, load_preset, preset_for
 from .tracing import restoring_buffers
 
@@ -87,11 +88,8 @@ def _bend(loaded: LoadedModel, preset: str | Path | Preset | None) -> dict[str, 
     if preset is None:
         return {}
     preset = preset if isinstance(preset, Preset) else load_preset(preset)
-    if preset.model is not None and preset.model != loaded.name:
-        raise BendingError(
-            f"preset '{preset.name}' is for model '{preset.model}', this is '{loaded.name}'"
-        )
     bended = loaded.bended
+    check_fit(preset, bended, loaded.name)
     if preset.interpolation:
         bended.set_interpolation(preset.interpolation)
     elif preset.version:

@@ -268,9 +268,11 @@ def _from_torchscript(path: Path, device: torch.device) -> LoadedModel:
         module.set_sample_rate(sample_rate)
     attributes = list(module.get_attributes()) if hasattr(module, "get_attributes") else []
     ratios = [r for spec in methods.values() for r in (spec.in_ratio, spec.out_ratio)]
+    bended = BendedModule(module)
+    bended.weight_bank.alias(path.stem)  # a version named after its file, as --version's are
     return LoadedModel(
         name=path.stem,
-        bended=BendedModule(module),
+        bended=bended,
         sample_rate=sample_rate,
         block=max(2048, math.lcm(*ratios)),
         block_multiple=math.lcm(*ratios),
@@ -296,7 +298,13 @@ def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:
             weights = load_file(str(file))
         else:
             raise BendingError(f"--version takes .ts or .safetensors files, got {file.name}")
-        device = next(iter(model.bended.weight_bank.slots.values())).device
+        bank = model.bended.weight_bank
+        if file.stem in bank.versions:
+            raise BendingError(
+                f"--version {file}: the model has a version '{file.stem}' already (versions are "
+                f"named after their files): rename this file"
+            )
+        device = next(iter(bank.slots.values())).device
         model.bended.create_version(file.stem, {k: v.to(device) for k, v in weights.items()})
 
 

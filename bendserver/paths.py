@@ -1,5 +1,9 @@
-"""Where bendserver finds models and presets: the user's folders, then those shipped inside the
-package (package data, so an installed bendserver has them wherever it runs).
+"""Where bendserver finds models and presets: the user's folders, then the shipped ones.
+
+The shipped models live in the project's top-level ``models/`` folder; the build maps it into the
+wheel as ``bendserver/models`` (package data), so an installed bendserver has them wherever it
+runs, and a source checkout reads the folder itself. The shipped presets are package data in
+``bendserver/presets``.
 
 Model names resolve along a search path: each folder given with ``--models-dir``, the folders
 of ``$BENDSERVER_MODELS`` (separated like ``PATH``), the user's ``models`` folder, then the
@@ -14,7 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-SHIPPED_MODELS = PACKAGE / "models"
+# Installed: mapped into the package; from a checkout (or editable install): the top-level folder.
+SHIPPED_MODELS = PACKAGE / "models" if (PACKAGE / "models").is_dir() else PACKAGE.parent / "models"
 SHIPPED_PRESETS = PACKAGE / "presets"
 
 

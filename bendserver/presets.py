@@ -34,14 +34,17 @@ class Preset:
     interpolation: dict[str, float] | None = None
     gain: float = 1.0
     mix: float = 1.0
-    model: str | None = None
+    model: str | None = None  #: the model it was saved from (it fits any that has its targets)
     disabled: list[str] = field(default_factory=list)  #: ids of ops switched off
+    #: what its ops bend: weight names with their shapes, layer outputs (None) (see preset_fit)
+    targets: dict[str, list[int] | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.config,
             "disabled": list(self.disabled),
             "model": self.model,
+            "targets": dict(self.targets),
             "weights": {"version": self.version, "interpolation": self.interpolation},
             "engine": {"gain": self.gain, "mix": self.mix},
         }
@@ -106,7 +109,17 @@ def load_preset(source: str | Path, library: PresetLibrary | None = None) -> Pre
 
 
 #: The keys a preset file may have: a config's, then the preset's own.
-PRESET_KEYS = ("format", "version", "ops", "bends", "disabled", "model", "weights", "engine")
+PRESET_KEYS = (
+    "format",
+    "version",
+    "ops",
+    "bends",
+    "disabled",
+    "model",
+    "weights",
+    "engine",
+    "targets",
+)
 
 
 def read_preset(path: Path) -> Preset:
@@ -143,7 +156,18 @@ def _preset(name: str, data: Any) -> Preset:
         mix=optional(engine, "mix", "number", "engine.", 1.0),
         model=optional(data, "model", "text", ""),
         disabled=[expect(op_id, "text", f"disabled[{i}]") for i, op_id in enumerate(disabled)],
+        targets=_targets(optional(data, "targets", "object", "", {})),
     )
+
+
+def _targets(data: dict[str, Any]) -> dict[str, list[int] | None]:
+    """A preset's ``targets``: names, each with a list of sizes (a shape) or null."""
+    targets = {}
+    for name, shape in data.items():
+        key = f"targets.{name}"
+        sizes = None if shape is None else expect(shape, "list", key)
+        targets[name] = sizes and [expect(n, "integer", f"{key}[{i}]") for i, n in enumerate(sizes)]
+    return targets
 
 
 def preset_for(model: LoadedModel, choice: str | None) -> str | None:

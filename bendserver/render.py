@@ -24,7 +24,7 @@ import soundfile as sf
 import soxr
 from tqdm import tqdm
 
-from .audiofile import fit_channels, output_subtype, read_sound, resample_audio
+from .audiofile import fit_channels, output_subtype, read_sound, resample_audio, streams_for
 from .control import Controller, route
 from .engine import StreamEngine
 from .errors import BendingError
@@ -184,8 +184,8 @@ def render_file(
 ) -> Rendered:
     """Render ``source`` through ``engine`` into ``output`` (format from the extension).
 
-    The file keeps its channels (the engine plays one stream per channel: make it with
-    ``streams``; ``mono`` mixes down first), its length and its rate (soxr to the model's rate
+    The file keeps its channels (one stream per channel: an engine made without ``streams``
+    takes the file's; ``mono`` mixes down first), its length and its rate (soxr to the model's rate
     and back; ``sample_rate`` chooses another), and its subtype where the output format allows.
     The model's latency is trimmed (the input is followed by that much silence and the output
     starts that much later) unless ``keep_latency``: then the output starts with it and is
@@ -205,6 +205,8 @@ def render_file(
     rate, frames = info.samplerate, audio.shape[-1]
     if mono:
         audio = fit_channels(audio, 1)
+    if engine.adapts:  # made without streams: one stream per channel of this file
+        engine.set_streams(streams_for(audio.shape[0], engine.spec.in_channels))
     if audio.shape[0] > engine.in_channels:
         raise BendingError(
             f"{source} has {audio.shape[0]} channels and the engine plays {engine.in_channels}: "
@@ -334,10 +336,12 @@ class _Writer:
         self.channels = engine.out_channels
         self.written = 0
         self.resampler = None
+        self.fuse = None  #: holds the ceiling after the resampler, which may overshoot it
         if rate != engine.sample_rate:
             self.resampler = soxr.ResampleStream(
                 engine.sample_rate, rate, self.channels, dtype="float32"
             )
+            self.fuse = engine.fuse
 
     def write(self, block: np.ndarray) -> None:
         """One output block ``[channels, frames]`` at the engine's rate."""
@@ -355,5 +359,7 @@ class _Writer:
 
     def _put(self, frames: np.ndarray) -> None:  # [frames, channels]
         frames = frames[: self.wanted - self.written]
+        if self.fuse is not None:
+            self.fuse.hold(frames)
         self.file.write(frames)
         self.written += len(frames)

@@ -258,7 +258,8 @@ class Server:
         ms = 1000 * self.latency / engine.sample_rate
         lines = [
             f"model      {engine.model.name} ({engine.method}, {engine.sample_rate} Hz, "
-            f"{engine.in_channels} -> {engine.out_channels} ch), "
+            f"{engine.spec.in_channels} -> {engine.spec.out_channels} ch"
+            f"{f' x {engine.streams} streams' if engine.streams > 1 else ''}), "
             f"ops {sorted(engine.ops) or 'none'}",
             f"runs on    {engine.runs_on}",
             f"audio      {self.backend.name}",

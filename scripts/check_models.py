@@ -1,6 +1,6 @@
-"""Check the shipped models in ``bendserver/models/``: files, manifest, weights, streaming.
+"""Check the shipped models in ``models/``: files, manifest, weights, streaming.
 
-For every ``bendserver/models/<name>/manifest.toml`` (or the directories given on the command line):
+For every ``models/<name>/manifest.toml`` (or the directories given on the command line):
 
 * the manifest has the expected keys, the demo is 48 kHz mono FLAC of 3-8 s under 1 MB and
   the directory is under 5 MB;
@@ -188,9 +188,9 @@ def check_model(model_dir: Path) -> None:
 
 
 def main() -> None:
-    """Check the directories on the command line, or every model in ``bendserver/models/``."""
+    """Check the directories on the command line, or every model in ``models/``."""
     dirs = [Path(a) for a in sys.argv[1:]] or sorted(
-        p.parent for p in (training.ROOT / "bendserver" / "models").glob("*/manifest.toml")
+        p.parent for p in (training.ROOT / "models").glob("*/manifest.toml")
     )
     assert dirs, "no model directories found"
     torch.set_num_threads(1)

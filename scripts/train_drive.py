@@ -1,4 +1,4 @@
-"""Train ``bendserver/models/drive``: a small streaming network learning an analog "drive" effect.
+"""Train ``models/drive``: a small streaming network learning an analog "drive" effect.
 
 The target effect is defined here, in numpy, and applied to generated material
 (:func:`synth.mixed_material`: plucks, notes, chirps, drums, noise bursts at levels from
@@ -6,7 +6,7 @@ The target effect is defined here, in numpy, and applied to generated material
 the error-to-signal ratio (ESR) on a held-out generated test set against two baselines and
 writes the weights, a demo and the manifest.
 
-Usage: ``python scripts/train_drive.py [--out bendserver/models/drive] [--quick]``
+Usage: ``python scripts/train_drive.py [--out models/drive] [--quick]``
 (seeded: a rerun reproduces the same weights on the same torch build).
 """
 

@@ -1,4 +1,4 @@
-"""Train ``bendserver/models/wavae``: a streaming waveform autoencoder in two versions.
+"""Train ``models/wavae``: a streaming waveform autoencoder in two versions.
 
 1. ``strings``: trained from scratch on plucked strings and tonal notes
    (:func:`synth.strings_material`).
@@ -12,7 +12,7 @@ convergence + log magnitude). Reported: reconstruction ESR and spectral loss of 
 on held-out material of its own kind and of the other kind (cross), of the halfway weight
 interpolation and of the untrained model.
 
-Usage: ``python scripts/train_wavae.py [--out bendserver/models/wavae] [--quick]``
+Usage: ``python scripts/train_wavae.py [--out models/wavae] [--quick]``
 (seeded: a rerun reproduces the same weights on the same torch build).
 """
 

@@ -25,12 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def parse_args(name: str, description: str) -> argparse.Namespace:
     """The common command line: ``[--out DIR] [--quick]``; ``--out`` defaults to the shipped
-    model's folder, ``bendserver/models/<name>``."""
+    model's folder, ``models/<name>``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--out",
         type=Path,
-        default=ROOT / "bendserver" / "models" / name,
+        default=ROOT / "models" / name,
         help="model directory to write (default: %(default)s)",
     )
     parser.add_argument(

@@ -16,6 +16,7 @@ from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
+from bendserver.render import render_file
 from bendserver.serve import ServeOptions, Server
 
 RATE = 44100
@@ -169,8 +170,33 @@ def test_the_obvious_call_takes_numpy_or_tensors_of_any_length():
     signal = mono(stereo[0], 48000)
     assert signal.shape == (1000,)
     np.testing.assert_allclose(signal, out[0], atol=1e-6)
-    with pytest.raises(tb.BendingError, match="streams=<channels>"):
-        mono(stereo, 48000)
+    with pytest.raises(tb.BendingError, match="make it without streams"):
+        tb.StreamEngine("drive", block=256, streams=1)(stereo, 48000)
+
+
+def test_an_engine_made_without_streams_plays_the_channels_it_is_given(tmp_path):
+    """pedalboard's ``board(audio, sr)``: each channel its own stream, equal to that channel
+    played alone; the batch is built again when the count changes (reset=True only)."""
+    engine = tb.StreamEngine("drive")
+    stereo = _stereo(tmp_path / "song.wav")
+    out = engine(stereo, RATE)
+    assert out.shape == stereo.shape and out.dtype == np.float32
+    for channel in range(2):
+        alone = tb.StreamEngine("drive")(stereo[channel], RATE)
+        np.testing.assert_allclose(out[channel], alone, atol=1e-6, rtol=0)
+    assert engine.streams == 2 and engine.in_channels == 2
+    three = engine(np.concatenate([stereo, stereo[:1]]), RATE)
+    np.testing.assert_allclose(three[2], out[0], atol=1e-6, rtol=0)
+    with pytest.raises(tb.BendingError, match="reset=True starts a stream"):
+        engine(stereo, RATE, reset=False)
+    np.testing.assert_allclose(engine(stereo[1], RATE), out[1], atol=1e-6, rtol=0)
+    rendered = tb.StreamEngine("drive", preset="drive")
+    render_file(rendered, tmp_path / "song.wav", tmp_path / "out.wav")
+    fixed = tb.StreamEngine("drive", preset="drive", streams=2)
+    render_file(fixed, tmp_path / "song.wav", tmp_path / "fixed.wav")
+    got, want = _read(tmp_path / "out.wav")[0], _read(tmp_path / "fixed.wav")[0]
+    assert got.shape == (2, stereo.shape[1])
+    np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
 
 
 def test_reset_false_continues_the_stream():
@@ -188,6 +214,14 @@ def test_a_model_whose_state_has_one_row_is_refused_with_several_streams():
         tb.StreamEngine(twin(CausalStack)[0], block=256, streams=2)
     with pytest.raises(tb.BendingError, match="streams"):
         tb.StreamEngine("drive", streams=0)
+    module, reference = twin(CausalStack)
+    engine = tb.StreamEngine(module, block=256)
+    signal = np.random.default_rng(2).standard_normal((2, 512)).astype(np.float32)
+    with pytest.raises(tb.BendingError, match="cannot play 2 streams at once"):
+        engine(signal, 48000)
+    assert engine.streams == 1, "it keeps playing one stream"
+    want = tb.StreamEngine(reference, block=256)(signal[0], 48000)
+    np.testing.assert_allclose(engine(signal[0], 48000), want, atol=1e-6)
 
 
 def test_streams_have_their_own_state_and_reset_restores_it():
@@ -274,6 +308,7 @@ def test_a_live_server_plays_a_stereo_file_in_stereo(tmp_path):
     )  # fmt: skip
     server = Server(options)
     assert server.engine.streams == 2 and server.processor.process(audio[:, :256]).shape == (2, 256)
+    assert "(forward, 48000 Hz, 1 -> 1 ch x 2 streams)" in server.banner()
     server.engine.reset_state()
     with server:
         time.sleep(0.5)

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 from streaming import Identity
 
 import bendserver as tb
@@ -29,12 +30,38 @@ def drive():
 
 def test_a_preset_for_another_model_is_refused_and_changes_nothing(drive):
     before = drive.engine.state
-    with pytest.raises(
-        tb.BendingError, match="preset 'wavae' is for model 'wavae', this is 'drive'"
-    ):
+    with pytest.raises(tb.BendingError, match="preset 'wavae' does not fit model 'drive'.*"
+                       r"\['encoder_out_conv', 'decoder_blocks_1_units_0_act1'\].*"
+                       r"no version \['strings', 'percussion'\]"):  # fmt: skip
         drive.dispatch("/preset/load", ["wavae"])
     assert drive.engine.state == before
     assert drive.dispatch("/list", ["ops"]) == [("/list/ops", ["mask", "lfo", "noise"])]
+
+
+class _Wide(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.inner = torch.nn.Conv1d(1, width, 1)
+        self.act = torch.nn.Tanh()
+        self.outer = torch.nn.Conv1d(width, 1, 1)
+
+    def forward(self, x):
+        return self.outer(self.act(self.inner(x)))
+
+
+def test_a_preset_fits_by_the_shapes_of_what_it_bends(tmp_path):
+    """Saved with the names and shapes of the weights and layers it bends: a model with the
+    same names and other shapes is refused, saying which."""
+    wide = tb.StreamEngine(_Wide(4), block=256)
+    wide.add_op("soft", tb.Scale(0.5), r"inner\.weight")
+    wide.add_op("lift", tb.Bias(0.1), "act")
+    saved = PresetLibrary(tmp_path).save(wide.preset("wide"))
+    targets = json.loads(saved.read_text())["targets"]
+    assert targets == {"inner.weight": [4, 1, 1], "act": None}
+    assert sorted(tb.StreamEngine(_Wide(4), block=512, preset=saved).ops) == ["lift", "soft"]
+    with pytest.raises(tb.BendingError, match=r"other shapes: inner.weight \(2, 1, 1\) "
+                       r"here, \(4, 1, 1\) in the preset"):  # fmt: skip
+        tb.StreamEngine(_Wide(2), block=256, preset=saved)
 
 
 def test_a_preset_with_a_bad_key_is_refused_whole(drive, tmp_path):

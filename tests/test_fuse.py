@@ -96,3 +96,18 @@ def test_a_huge_spike_is_forgotten_quickly_and_empty_blocks_keep_the_state():
         tb.OutputFuse(1, 48000).process(signal),
         atol=1e-6,
     )
+
+
+def test_the_ceiling_holds_in_a_file_at_another_rate(tmp_path):
+    """The limiter runs at the model's rate, and resampling back to 8 kHz overshoots what it
+    left: the ceiling is held after the resampler too, in a render and in engine(audio, sr)."""
+    loud = np.clip(np.random.default_rng(1).standard_normal(4000), -1, 1).astype(np.float32)
+    sf.write(str(tmp_path / "in.wav"), loud, 8000, subtype="PCM_16")
+    engine = tb.StreamEngine("drive", preset="drive")
+    render_file(engine, tmp_path / "in.wav", tmp_path / "out.wav")
+    written, rate = sf.read(str(tmp_path / "out.wav"), dtype="int16")
+    assert rate == 8000 and sf.info(str(tmp_path / "out.wav")).subtype == "PCM_16"
+    assert np.abs(written.astype(np.int32)).max() <= 0.99 * 32768 + 1  # never full scale
+    assert engine.stats_dict()["limited"] > 0, "the limiter had work to do"
+    played = tb.StreamEngine("drive", preset="drive")(loud, 8000)
+    assert np.abs(played).max() <= 0.99

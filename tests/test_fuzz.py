@@ -28,9 +28,11 @@ FUZZ = settings(
 
 # -- values shaped like the real ones ---------------------------------------------------------
 
+# no subnormals: a served engine flushes them to zero for the whole process (serve sets
+# torch.set_flush_denormal), and hypothesis cannot draw them then
 numbers = st.one_of(
     st.integers(-(2**70), 2**70),
-    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=False),
     st.sampled_from([0, 1, -1, 0.5, 16, 1e3, 1e-9]),
 )
 words = st.one_of(
@@ -43,7 +45,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 
-unit = st.one_of(st.floats(0, 1), numbers)
+unit = st.one_of(st.floats(0, 1, allow_subnormal=False), numbers)
 #: Each op with one of its parameters, and the options it may take.
 OPS = {
     "Scale": ("value", {}),
@@ -149,7 +151,7 @@ def test_the_preset_reader_works_or_says_why(tmp_path, data):
 # -- scores -------------------------------------------------------------------------------------
 
 times = st.one_of(
-    st.floats(0, 0.2, allow_nan=False).map(lambda t: f"{t:.4f}"),
+    st.floats(0, 0.2, allow_nan=False, allow_subnormal=False).map(lambda t: f"{t:.4f}"),
     st.sampled_from(["0", "-1", "nan", "inf", "0_5", "1e999", "1e-3", ".5", "5.", "0x1", "1,5"]),
 )
 addresses = st.one_of(
@@ -168,7 +170,7 @@ def _argument(arg):
     """Words for one argument of the address table (as its kind wants them, mostly)."""
     if arg.kind == "number":
         low, high = max(arg.low, -1e3), min(arg.high, 1e3)
-        fitting = st.floats(low, high).map(lambda v: f"{v:g}")
+        fitting = st.floats(low, high, allow_subnormal=False).map(lambda v: f"{v:g}")
     else:
         fitting = {
             "flag": st.sampled_from(["0", "1"]),

@@ -7,7 +7,9 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile
 import torch
 from safetensors.torch import save_file
 
@@ -148,7 +150,8 @@ def test_a_miss_names_the_models_and_folders_searched(tmp_path, monkeypatch):
 
 
 def test_the_installed_package_carries_its_models_and_presets(tmp_path):
-    """Built as a wheel and run from another folder, without the source tree."""
+    """Built as a wheel (the top-level models/ mapped into the package) and run from another
+    folder, without the source tree: every module, the models and the presets are in it."""
     root = Path(__file__).resolve().parent.parent
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -156,23 +159,27 @@ def test_the_installed_package_carries_its_models_and_presets(tmp_path):
         check=True, capture_output=True,
     )  # fmt: skip
     (wheel,) = (tmp_path / "wheel").glob("bendserver-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("bendserver/models/drive/manifest.toml", "bendserver/models/drive/model.py",
-                   "bendserver/models/wavae/strings.safetensors", "bendserver/presets/drive.json",
-                   "bendserver/models/drive/demo.flac"):  # fmt: skip
-        assert needed in names, needed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    modules = {p.relative_to(root).as_posix() for p in (root / "bendserver").rglob("*.py")}
+    shipped = {f"bendserver/{p.relative_to(root).as_posix()}"
+               for p in (root / "models").glob("*/*") if p.suffix != ".pyc"}  # fmt: skip
+    assert {"bendserver/models/drive/model.py", "bendserver/models/wavae/strings.safetensors",
+            "bendserver/models/drive/demo.flac"} <= shipped  # fmt: skip
+    assert not (modules | shipped | {"bendserver/presets/wavae.json"}) - names
     zipfile.ZipFile(wheel).extractall(tmp_path / "installed")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    soundfile.write(elsewhere / "x.wav", np.zeros(4800, np.float32), 48000)
+    installed = {**os.environ, "PYTHONPATH": str(tmp_path / "installed")}
     result = subprocess.run(
         [sys.executable, "-c", "import sys; from bendserver.cli import main; sys.exit(main())",
-         "info", "drive"],
-        capture_output=True, text=True, cwd=elsewhere,
-        env={**os.environ, "PYTHONPATH": str(tmp_path / "installed")},
+         "render", "x.wav", "-m", "wavae", "-p", "wavae", "-o", "y.wav"],
+        capture_output=True, text=True, cwd=elsewhere, env=installed,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "drive: " in result.stdout and str(tmp_path / "installed") in subprocess.run(
+    assert (elsewhere / "y.wav").is_file()
+    where = subprocess.run(
         [sys.executable, "-c", "import bendserver; print(bendserver.__file__)"],
-        capture_output=True, text=True, cwd=elsewhere,
-        env={**os.environ, "PYTHONPATH": str(tmp_path / "installed")},
-    ).stdout  # fmt: skip
+        capture_output=True, text=True, cwd=elsewhere, env=installed,
+    )  # fmt: skip
+    assert str(tmp_path / "installed") in where.stdout

@@ -117,7 +117,7 @@ def test_render_command_renders_the_demo(tmp_path):
             "-m",
             "bendserver.cli",
             "render",
-            "bendserver/models/drive/demo.flac",
+            "models/drive/demo.flac",
             "-m",
             "drive",
             "-p",

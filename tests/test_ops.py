@@ -69,6 +69,31 @@ def test_noise_add_mul_and_fresh():
         tb.Noise(op="pow")
 
 
+def test_fresh_noise_is_the_same_whatever_the_block_size():
+    """Fresh noise is a function of the unit and the time step (the last axis): one call of
+    2048 steps, 8 of 256 or 32 of 64 draw the same values, standard normal, every unit its
+    own; ``dim`` keeps it per time step, the same along the other axes."""
+
+    def steps(block, dim=None, seed=4):
+        op = tb.Noise(1.0, seed=seed, fresh=True, dim=dim)
+        state = op.init_state("act", torch.Size([1, 6, block]), torch.float32, "cpu")
+        zeros = torch.zeros(1, 6, block)
+        return torch.cat([op.apply(zeros, state) for _ in range(2048 // block)], -1)
+
+    whole = steps(2048)
+    for block in (64, 256):
+        assert torch.equal(steps(block), whole), block
+    assert abs(whole.mean().item()) < 0.05 and abs(whole.std().item() - 1) < 0.05
+    assert torch.isfinite(whole).all() and whole.abs().max() < 6
+    correlation = torch.corrcoef(whole[0]) - torch.eye(6)
+    assert correlation.abs().max() < 0.1, "each unit has its own noise"
+    lag = torch.corrcoef(torch.stack([whole[0, 0, :-1], whole[0, 0, 1:]]))[0, 1]
+    assert abs(lag.item()) < 0.1, "no step repeats the one before"
+    assert not torch.equal(steps(2048, seed=5), whole)
+    per_time = steps(256, dim=0)
+    assert torch.equal(per_time, per_time[:, :1].expand_as(per_time)) and per_time.std() > 0.5
+
+
 def test_threshold_binary_and_passing():
     x = torch.tensor([-1.0, 0.2, 0.7])
     assert torch.equal(_apply(tb.Threshold(0.5), x), torch.tensor([0.0, 0.0, 1.0]))

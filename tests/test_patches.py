@@ -166,6 +166,8 @@ def test_patches_use_the_server_default_ports(pd_text, max_patch):
 
 
 def test_pd_patch_wiring_refers_to_existing_boxes(pd_text):
+    stray = [r for r in pd_records(pd_text) if r[0] not in ("#N", "#X", "#A")]
+    assert not stray, f"an unescaped ';' (in a comment?) cut a record short: {stray}"
     boxes = pd_boxes(pd_text)
     connects = [r[2:] for r in pd_records(pd_text) if r[:2] == ["#X", "connect"]]
     assert len(connects) > 50
@@ -296,6 +298,7 @@ def test_opening_the_pd_patch_changes_nothing_on_the_server(tmp_path, pd_text):
     asked = set(server.addresses())
     assert {"/get/bend/mask/enable", "/get/engine/gain", "/get/version"} <= asked, asked
     assert server.osc.worker.errors == 0, console
+    assert "error" not in console.lower(), f"Pure Data reported errors opening the patch: {console}"
 
 
 def test_the_pd_patch_shows_the_server_values(tmp_path, pd_text):

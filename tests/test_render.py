@@ -38,6 +38,27 @@ def test_render_equals_concatenated_streaming_bit_exact(tmp_path, block):
     np.testing.assert_array_equal(rendered.T, streamed[:, : audio.shape[-1]])
 
 
+@pytest.mark.parametrize("model", ["wavae", "drive"])
+def test_a_preset_sounds_the_same_at_any_block_size(tmp_path, model):
+    """wavae's preset draws fresh latent noise, drive's has a mask, fixed noise and an LFO:
+    rendered at 256 and 2048 and streamed at 64, in stereo and mono, the same within 1e-6."""
+    rate = tb.load_model(model).sample_rate
+    stereo = _wav(tmp_path / "in.wav", seconds=6144 / rate, rate=rate, channels=2)
+    renders = []
+    for block in (256, 2048):
+        output = tmp_path / f"{block}.wav"
+        command = ["render", str(tmp_path / "in.wav"), "-m", model, "--block", str(block)]
+        assert main([*command, "-o", str(output)]) == 0  # with the model's own preset
+        renders.append(sf.read(str(output), dtype="float32", always_2d=True)[0].T)
+    streamed = tb.StreamEngine(model, preset=model, block=64)(stereo, rate)
+    mono = tb.StreamEngine(model, preset=model, block=64)(stereo[1], rate)
+    for other in (renders[1], streamed):
+        np.testing.assert_allclose(other, renders[0], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(mono, renders[0][1], atol=1e-6, rtol=0)
+    unbended = tb.StreamEngine(model, block=64)(stereo, rate)
+    assert np.abs(unbended - streamed).max() > 0.01, "the preset bends the sound"
+
+
 def test_score_applies_at_block_times(tmp_path):
     sf.write(str(tmp_path / "ones.wav"), np.ones(48000, np.float32), 48000, subtype="FLOAT")
     engine = tb.StreamEngine(Identity(), block=256, fuse=False)
@@ -78,8 +99,11 @@ def test_resampling_and_downmix(tmp_path):
     ) == (48000, 24000)
     with pytest.raises(tb.BendingError, match="44100 Hz"):
         render_file(engine, tmp_path / "in.wav", tmp_path / "x.wav", resample=False, mono=True)
+    fixed = tb.StreamEngine(Identity(), block=256, streams=1)
     with pytest.raises(tb.BendingError, match="streams=2"):
-        render_file(engine, tmp_path / "in.wav", tmp_path / "x.wav")
+        render_file(fixed, tmp_path / "in.wav", tmp_path / "x.wav")
+    render_file(engine, tmp_path / "in.wav", tmp_path / "stereo.flac")  # one stream a channel
+    assert sf.info(str(tmp_path / "stereo.flac")).channels == 2
 
 
 def test_refusals(tmp_path):

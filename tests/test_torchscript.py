@@ -12,6 +12,7 @@ from torch import nn
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.control import Controller
+from bendserver.presets import PresetLibrary
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
 
@@ -171,6 +172,45 @@ def test_a_render_morphs_to_another_file_given_with_version(tmp_path, capsys):
                                atol=1e-6)  # fmt: skip
     missing = [*common, "-m", str(path), "--version", "missing.ts", "-o", str(tmp_path / "x.wav")]
     assert main(missing) == 2 and "--version: no file missing.ts" in capsys.readouterr().err
+
+
+def test_files_are_versions_by_their_names_and_presets_fit_any_file_of_the_architecture(tmp_path):
+    """docs/torchscript.md's morph: ``-m strings.ts --version percussion.ts``, then ``/interp
+    strings 0.5 percussion 0.5``. A preset saved for one file loads on a renamed copy and on
+    another file of the same architecture, and plays there as it did; on a model without what
+    it bends it is refused, naming what is missing."""
+    strings = nn_tilde_file(tmp_path, name="strings.ts")
+    percussion = nn_tilde_file(tmp_path, seed=1, name="percussion.ts")
+    model = tb.load_model(strings)
+    tb.loader.add_versions(model, [percussion])
+    engine = tb.StreamEngine(model, block=256, fuse=False)
+    assert engine.versions == ["strings", "percussion"]
+    with pytest.raises(tb.BendingError, match="has a version 'strings' already"):
+        tb.loader.add_versions(model, [tmp_path / "strings.ts"])
+    control = Controller(engine)
+    control.dispatch("/bend/add", ["quiet", "Scale", r"b\.weight", "value", 0.5])
+    control.dispatch("/bend/add", ["mask", "Mask", "a", "prob", 0.5, "dim", 1, "seed", 3])
+    library = PresetLibrary(tmp_path / "presets")
+    library.save(engine.preset("ravelive"))
+    control.dispatch("/interp", ["strings", 0.5, "percussion", 0.5])
+    assert dict(engine.state.interpolation) == {"strings": 0.5, "percussion": 0.5}
+    played = [engine.process(block) for block in blocks(2)][-1]
+    renamed = tmp_path / "renamed_rave.ts"
+    renamed.write_bytes(strings.read_bytes())
+    for other in (renamed, percussion):
+        loaded = tb.StreamEngine(other, block=256, fuse=False, preset=library.load("ravelive"))
+        assert sorted(loaded.ops) == ["mask", "quiet"]
+    again = tb.StreamEngine(renamed, block=256, fuse=False, preset=library.load("ravelive"))
+    again.bended.create_version(
+        "percussion", dict(torch.jit.load(str(percussion)).named_parameters())
+    )
+    again.set_interpolation({"renamed_rave": 0.5, "percussion": 0.5})
+    np.testing.assert_allclose([again.process(b) for b in blocks(2)][-1], played, atol=1e-6)
+    with pytest.raises(tb.BendingError) as refused:
+        tb.StreamEngine("drive", block=256, preset=library.load("ravelive"))
+    message = str(refused.value)
+    assert "preset 'ravelive' does not fit model 'drive'" in message
+    assert "'a'" in message and "b.weight" in message and "is called" in message
 
 
 FOLDING = [

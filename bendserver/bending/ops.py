@@ -25,6 +25,7 @@ from .base import (
     field_shape,
     seeded_generator,
 )
+from .noise import draw, noise_state
 
 Dim = int | tuple[int, ...] | None
 
@@ -91,8 +92,11 @@ class OrderedMask(Mask):
 class Noise(_FieldOp):
     """Gaussian noise, added (``op="add"``) or multiplied in (``op="mul"``: ``x * (1 + n)``).
 
-    The noise field is fixed per target; ``fresh=True`` draws new noise at every call instead
-    (activations only), from a generator seeded once, so a run is still repeatable.
+    The noise field is fixed per target; ``fresh=True`` gives new noise at every time step
+    instead (activations only): the value at each step of the last axis, counted from the start
+    of the stream, is a function of the seed, the target, the unit and the step
+    (:mod:`.noise`), so a stream gets the same noise whatever its block size. Fresh noise always
+    varies along the last axis; ``dim`` names the other axes it varies along.
     """
 
     std = Param(0.1, 0.0, 1e3, "standard deviation of the noise")
@@ -116,21 +120,18 @@ class Noise(_FieldOp):
         return {**super().options(), "op": self.op, "fresh": self.fresh}
 
     def init_state(self, target, shape, dtype, device) -> State:
-        state = super().init_state(target, shape, dtype, device)
-        if self.fresh:
-            state["generator"] = seeded_generator(self.seed, target, device)
-        return state
+        if not self.fresh:
+            return super().init_state(target, shape, dtype, device)
+        fresh = field_shape(shape, self.dim)
+        if fresh:
+            fresh[-1] = shape[-1]
+        return noise_state(self.seed, target, fresh, dtype, device)
 
     def draw(self, shape, generator):
         return torch.randn(shape, generator=generator)
 
     def apply(self, x, state):
-        if self.fresh:
-            field = torch.randn(
-                state["field"].shape, generator=state["generator"], dtype=x.dtype, device=x.device
-            )
-        else:
-            field = state["field"]
+        field = draw(state) if self.fresh else state["field"]
         noise = field * self._std
         return x + noise if self.op == "add" else x * (1.0 + noise)
 

@@ -197,6 +197,12 @@ class Bends:
             live.op.on_set = None
             self.bended.release(live.op)
 
+    def rebatched(self, graphs: CudaGraphs | None) -> None:
+        """Forget the graphs built for another batch (the engine's streams changed); capture
+        with ``graphs`` from now on."""
+        self._graphs.clear()
+        self._cuda_graphs = graphs
+
     # -- plans -------------------------------------------------------------------------------
 
     def plan(

@@ -31,9 +31,11 @@ import torch.fx
 from ..audiofile import fit_length, resample_audio
 from ..bending.base import BendingOp
 from ..bending.config import BendingConfig
+from ..bending.weights import DEFAULT_VERSION
 from ..errors import BendingError
 from ..loader import LoadedModel, load_model, resolve_device
 from ..passes import OPTIMIZE_MODES, compile_forward, optimize
+from ..preset_fit import bent_targets, check_fit
 from ..presets import Preset, load_preset
 from ..tracing import restoring_buffers
 from .bends import Bends, Payload
@@ -56,8 +58,10 @@ class StreamEngine:
     ``streams`` runs that many independent streams at once (a batch dimension through one graph
     call, each with its own streaming state, the bending shared): the channels of a block are
     ``streams`` times the method's, stream after stream (a mono model with ``streams=2`` plays
-    stereo). ``engine(audio, sample_rate)`` plays a whole signal. Torch's thread count is the
-    caller's: live and offline commands set one thread.
+    stereo). Made without ``streams``, the engine starts with one and ``engine(audio,
+    sample_rate)`` (or :meth:`set_streams`) rebuilds the batch for the channels it is given;
+    ``streams=`` fixes the count, as a live engine needs before its first block. Torch's thread
+    count is the caller's: live and offline commands set one thread.
 
     On a CUDA ``device`` (``cuda``, ``cuda:N``) blocks go through pinned buffers on the engine's
     own stream and, with ``cuda_graph`` (the default), the bended graph is captured as a CUDA
@@ -77,7 +81,7 @@ class StreamEngine:
         ceiling: float = 0.99,
         capacity: int = 1024,
         optimize: str = "passes",
-        streams: int = 1,
+        streams: int | None = None,
         cuda_graph: bool = True,
     ) -> None:
         if optimize not in OPTIMIZE_MODES:
@@ -103,12 +107,9 @@ class StreamEngine:
         self._check_block()
         self.in_frames = self.block // self.spec.in_ratio
         self.out_frames = self.block // self.spec.out_ratio
-        if not isinstance(streams, int) or streams < 1:
-            raise BendingError(f"streams is a whole number of channels >= 1, got {streams!r}")
-        self.streams = streams
-        #: Channels of the blocks ``process`` takes and returns: ``streams`` x the method's.
-        self.in_channels = streams * self.spec.in_channels
-        self.out_channels = streams * self.spec.out_channels
+        #: Made without ``streams``: the batch follows the channels ``engine(audio, sr)`` gets.
+        self.adapts = streams is None
+        self._set_channels(1 if streams is None else _checked_streams(streams))
         self.latency = self.model.latency
 
         self._control = threading.RLock()
@@ -171,13 +172,24 @@ class StreamEngine:
                 "load it on the engine's device"
             )
 
+    def _set_channels(self, streams: int) -> None:
+        """The stream count and the channels of the blocks it makes."""
+        self.streams = streams
+        #: Channels of the blocks ``process`` takes and returns: ``streams`` x the method's.
+        self.in_channels = streams * self.spec.in_channels
+        self.out_channels = streams * self.spec.out_channels
+
+    def _block_transfer(self) -> BlockTransfer:
+        """Pinned buffers and a stream for blocks of the engine's batch (CUDA)."""
+        in_shape = (self.streams, self.spec.in_channels, self.in_frames)
+        out_shape = (self.streams, self.spec.out_channels, self.out_frames)
+        return BlockTransfer(self.device, in_shape, out_shape)
+
     def _set_up_cuda(self, cuda_graph: bool) -> None:
         """Pinned buffers and a stream; with ``cuda_graph``, each weight slot gets storage of
         its own, which weight changes are copied into (a captured graph reads its addresses;
         the model's own weights, a version, must stay untouched)."""
-        in_shape = (self.streams, self.spec.in_channels, self.in_frames)
-        out_shape = (self.streams, self.spec.out_channels, self.out_frames)
-        self._transfer = BlockTransfer(self.device, in_shape, out_shape)
+        self._transfer = self._block_transfer()
         if not cuda_graph:
             return
         if self.model.attributes:  # a set_<name> may change what runs: a capture would not see it
@@ -190,7 +202,9 @@ class StreamEngine:
                 slot.data = slot.detach().clone()
         self.cuda_graphs = CudaGraphs(self._transfer.input)
 
-    def _trace(self) -> None:
+    def _trace(self, unbended: bool = True) -> None:
+        """Trace the method for the engine's batch; ``unbended``: play it without ops (what
+        plays before the first change; a scripted file's method always)."""
         shape = (self.streams, self.spec.in_channels, self.in_frames)
         example = torch.zeros(shape, device=self.device)
         self.bended.streams = self.streams
@@ -207,7 +221,8 @@ class StreamEngine:
                 graph = self.bended.trace(self.method, **{argument: example})
             output = next(node for node in graph.nodes if node.op == "output").args[0]
             self._check_output(getattr(output, "meta", {}).get("shape"))
-            self._forward = self._optimized(self.bended.build(self.method, []))
+            if unbended:
+                self._forward = self._optimized(self.bended.build(self.method, []))
         # detached: a capture's warm-up points the buffers elsewhere, a reset writes the originals
         self._initial_state = [
             (b.detach(), b.detach().clone()) for b in self.bended.streaming_state()
@@ -258,6 +273,47 @@ class StreamEngine:
                 "or set block_multiple in its manifest"
             )
 
+    def set_streams(self, streams: int) -> None:
+        """Play ``streams`` streams from the next block on; another count than now starts from
+        a clear streaming state (the bending kept). An engine made without ``streams``
+        rebuilds its batch here, on the caller's thread: call it between blocks, never while
+        another thread plays the engine. One made with ``streams=`` plays that count only."""
+        streams = _checked_streams(streams)
+        if streams == self.streams:
+            return
+        if not self.adapts:
+            raise BendingError(
+                f"this engine was made with streams={self.streams}: make it without streams "
+                "to play any number of channels"
+            )
+        with self._control:
+            before = self.streams
+            try:
+                self._rebatch(streams)
+            except BaseException:
+                self._rebatch(before)  # a model refusing the batch keeps playing what it did
+                raise
+
+    def _rebatch(self, streams: int) -> None:
+        """Trace and build everything that depends on the batch again, for ``streams``."""
+        self.timeline.prune()
+        self._set_channels(streams)
+        if self._transfer is not None:
+            self._transfer = self._block_transfer()
+            if self.cuda_graphs is not None:
+                self.cuda_graphs = CudaGraphs(self._transfer.input)
+        self._bends.rebatched(self.cuda_graphs)
+        structure = self._bends.structure(self.timeline.base)
+        self._trace(unbended=not structure)
+        if structure:
+            self._forward = self._bends.forward(structure)
+        for entry in self.timeline.entries:  # changes to come: their graphs for this batch
+            if entry.plan.structure is not None:
+                entry.command.payload.forward = self._bends.forward(entry.plan.structure)
+        if self.fuse is not None:
+            self.fuse = OutputFuse(self.out_channels, self.sample_rate, self.fuse.ceiling)
+        self.reset_state()
+
     # -- the audio side ----------------------------------------------------------------------
 
     def process(self, block: np.ndarray) -> np.ndarray:
@@ -303,11 +359,13 @@ class StreamEngine:
         signal = audio.detach().cpu().numpy() if tensor is not None else np.asarray(audio)
         mono = signal.ndim == 1
         signal = signal[None] if mono else signal
+        per_stream = self.spec.in_channels
+        if signal.ndim == 2 and self.adapts and reset and signal.shape[0] % per_stream == 0:
+            self.set_streams(max(1, signal.shape[0] // per_stream))
         if signal.ndim != 2 or signal.shape[0] != self.in_channels:
             raise BendingError(
                 f"this engine plays {self.in_channels} channel(s) ([{self.in_channels}, frames], "
-                f"or 1-D for one), got {list(np.shape(audio))}: make it with "
-                "streams=<channels> to play each channel as its own stream"
+                f"or 1-D for one), got {list(np.shape(audio))}: " + self._channels_hint(reset)
             )
         if reset:
             self.reset_state()
@@ -319,10 +377,20 @@ class StreamEngine:
             out[:, position : position + block.shape[-1]] = block
             position += block.shape[-1]
         out = fit_length(resample_audio(out, self.sample_rate, int(sample_rate)), frames)
+        if self.fuse is not None and int(sample_rate) != self.sample_rate:
+            self.fuse.hold(out)  # the resampler may overshoot the ceiling
         out = out[0] if mono and self.out_channels == 1 else out
         if tensor is None:
             return out
         return torch.from_numpy(np.ascontiguousarray(out)).to(tensor.device, tensor.dtype)
+
+    def _channels_hint(self, reset: bool) -> str:
+        """What to do when ``engine(audio, sr)`` gets a channel count it cannot play."""
+        if not self.adapts:
+            return "make it without streams to play any number of channels, one stream each"
+        if not reset:
+            return "reset=True starts a stream with another number of channels"
+        return f"model '{self.model.name}' takes {self.spec.in_channels} channel(s) a stream"
 
     def _run(self, dry: np.ndarray) -> np.ndarray:
         if self.bypass:
@@ -631,10 +699,7 @@ class StreamEngine:
         """Replace the ops, weights and engine settings with a preset's. The whole preset is
         checked and built first: a refused preset changes nothing."""
         preset = preset if isinstance(preset, Preset) else load_preset(preset)
-        if preset.model is not None and preset.model != self.model.name:
-            raise BendingError(
-                f"preset '{preset.name}' is for model '{preset.model}', this is '{self.model.name}'"
-            )
+        check_fit(preset, self.bended, self.model.name)
         bank = self.bended.weight_bank
         version = preset.version or bank.default_name
         bank.check_version(version)
@@ -668,15 +733,21 @@ class StreamEngine:
         """The pending state (or the state at sample ``at``) as a preset named ``name``."""
         with self._control:
             state = self.state_at(at)
+            own = self.bended.weight_bank.default_name  # saved as _default: it fits a renamed file
             return Preset(
                 name=name,
                 config=self.bending_config(at).to_dict(),
-                version=state.version,
-                interpolation=state.interpolation,
+                version=None if state.version == own else state.version,
+                interpolation=None
+                if state.interpolation is None
+                else {
+                    DEFAULT_VERSION if v == own else v: w for v, w in state.interpolation.items()
+                },
                 gain=state.gain,
                 mix=state.mix,
                 model=self.model.name,
                 disabled=[op.op_id for op in state.ops if not op.enabled],
+                targets=bent_targets(self.bended, (k for op in state.ops for k in op.keys)),
             )
 
     # -- reporting ---------------------------------------------------------------------------
@@ -706,6 +777,12 @@ class StreamEngine:
             "pending": self.commands.pending(),
         }
         return stats
+
+
+def _checked_streams(streams: Any) -> int:
+    if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+        raise BendingError(f"streams is a whole number of channels >= 1, got {streams!r}")
+    return streams
 
 
 def _finite(name: str, value: Any, low: float, high: float) -> float:

@@ -65,6 +65,15 @@ class OutputFuse:
             self._limit(out)
         return out
 
+    def hold(self, audio: np.ndarray) -> np.ndarray:
+        """``audio`` (float32, after a resampler) clipped in place to the ceiling: resampling
+        what the limiter left may overshoot it (ringing near the new Nyquist), so the ceiling
+        holds in a file at another rate too. Clipped samples count in ``limited_samples``."""
+        if audio.size and np.abs(audio).max() > self.ceiling:
+            self.limited_samples += int(np.count_nonzero(np.abs(audio) > self.ceiling))
+            np.clip(audio, -self.ceiling, self.ceiling, out=audio)
+        return audio
+
     def _limit(self, out: np.ndarray) -> None:
         """The soft limiter, in place: whole-block ufuncs and one masked copy (a block is a
         few hundred samples, where a call costs more than its arithmetic, and boolean indexing

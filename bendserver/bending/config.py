@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..errors import BendingError
+from ..slices import breathe
 from .base import BendingOp
 from .ops import op_from_spec
 
@@ -54,6 +55,7 @@ class BendingConfig:
 
     @staticmethod
     def _entry(entry: tuple[Any, ...]) -> Entry:
+        breathe()
         if not isinstance(entry, (tuple, list)) or len(entry) < 2:
             raise BendingError(f"a config entry is (op, key, ...), got {entry!r}")
         op, *keys = entry
@@ -93,17 +95,24 @@ class BendingConfig:
     def ops(self) -> dict[str, BendingOp]:
         """The distinct ops by id (``mask``, ``mask_1``, ``scale``...): how presets and OSC
         name them."""
+        present = {id(op) for op, _ in self.entries}
         ids: dict[str, BendingOp] = {
-            name: op for name, op in self.names.items() if any(op is o for o, _ in self.entries)
+            name: op for name, op in self.names.items() if id(op) in present
         }
+        named = {id(op) for op in ids.values()}
+        tried: dict[str, int] = {}  # per base name, the last suffix taken (linear, not n^2)
         for op, _ in self.entries:
-            if any(op is known for known in ids.values()):
+            if id(op) in named:
                 continue
+            named.add(id(op))
             base = op.name.lower()
-            name, n = base, 0
+            name, n = base, tried.get(base, 0)
+            if n:
+                name = f"{base}_{n}"
             while name in ids:
                 n += 1
                 name = f"{base}_{n}"
+            tried[base] = n
             ids[name] = op
         return ids
 
@@ -182,7 +191,10 @@ class BendingConfig:
                 f"config format version {data.get('version')!r} is not supported "
                 f"(this bendserver reads version {FORMAT_VERSION})"
             )
-        ops = {name: op_from_spec(spec) for name, spec in data.get("ops", {}).items()}
+        ops = {}
+        for name, spec in data.get("ops", {}).items():
+            breathe()
+            ops[name] = op_from_spec(spec)
         entries = []
         for bend in data.get("bends", []):
             if not isinstance(bend, dict) or bend.get("op") not in ops:

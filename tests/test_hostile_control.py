@@ -3,9 +3,12 @@ timetagged an hour ahead, ``/get`` against what is scheduled, a preset of 20 000
 while ``/ping`` is timed, and the op limit. Audio runs on the null backend (real time)."""
 
 import json
+import os
 import socket
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 from jack import Replies
 from pythonosc.osc_bundle_builder import OscBundleBuilder
@@ -13,6 +16,10 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
+from bendserver.engine import state as state_module
+from bendserver.engine.state import MAX_OPS
+from bendserver.loader import DEFAULT_MODEL
+from bendserver.presets import Preset
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256
@@ -126,13 +133,69 @@ def test_a_change_due_soon_is_prepared_and_applied_at_its_time(server, replies):
     ]
 
 
-def write_big_preset(count):
-    """A preset of ``count`` weight ops of the shipped default model, in the user's folder."""
-    folder = tb.paths.user_dir() / "presets"
-    folder.mkdir(parents=True, exist_ok=True)
+def big_preset(count, model="drive"):
+    """A preset of ``count`` Scale ops on one weight of the shipped default model."""
     ops = {f"s{i}": {"op": "Scale", "params": {"value": 1.0}, "options": {}} for i in range(count)}
     bends = [{"op": f"s{i}", "keys": [r"drive_in\.weight"]} for i in range(count)]
-    preset = {"format": "bendserver.config", "version": 1, "ops": ops, "bends": bends}
-    path = folder / f"big{count}.json"
-    path.write_text(json.dumps({**preset, "model": "drive"}), encoding="utf-8")
-    return path.stem
+    config = {"format": "bendserver.config", "version": 1, "ops": ops, "bends": bends}
+    return Preset(name=f"big{count}", config=config, model=model)
+
+
+def save_big_preset(count, home):
+    """The preset in the presets folder of the user's folder ``home``; returns its name."""
+    preset = big_preset(count)
+    folder = home / "presets"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{preset.name}.json").write_text(json.dumps(preset.to_dict()), encoding="utf-8")
+    return preset.name
+
+
+def test_a_large_preset_loads_in_time_linear_in_its_ops():
+    engine = tb.StreamEngine(DEFAULT_MODEL, preset=None)
+    took = {}
+    for count in (500, 4000):
+        started = time.perf_counter()
+        engine.load_preset(big_preset(count))
+        took[count] = time.perf_counter() - started
+        engine.clear_ops()
+        engine.process(np.zeros((1, engine.block), np.float32))
+        engine.collect()
+    print(f"500 ops {took[500]:.3f} s, 4000 ops {took[4000]:.3f} s")
+    assert took[4000] < 16 * took[500], "8 times the ops: 8 times the time, not 64"
+
+
+def test_ops_past_the_limit_are_refused_and_change_nothing(monkeypatch):
+    engine = tb.StreamEngine(DEFAULT_MODEL, preset=None)
+    with pytest.raises(tb.BendingError, match=f"past the limit of {MAX_OPS} ops per model"):
+        engine.load_preset(big_preset(MAX_OPS + 1))
+    monkeypatch.setattr(state_module, "MAX_OPS", 2)
+    engine.load_preset(big_preset(2))
+    with pytest.raises(tb.BendingError, match="past the limit of 2 ops per model"):
+        engine.add_op("one_more", tb.Scale(1.0), r"drive_in\.weight")
+    assert engine.state.op_ids == ["s0", "s1"] and len(engine._bends.live) == 2
+
+
+def test_ping_answers_while_a_large_preset_loads_and_later_changes_follow_it(replies):
+    home = Path(os.environ["BENDSERVER_HOME"])
+    name = save_big_preset(4000, home)
+    options = ServeOptions(
+        model=DEFAULT_MODEL, preset="none", audio="null", osc_port=0, oscquery_port=0
+    )
+    options.reply_port = replies.port
+    with Server(options) as server, sender() as sock:
+        port = ("127.0.0.1", server.osc.port)
+        late = server.engine.stats.late
+        sock.sendto(build_msg("/preset/load", [name]).dgram, port)
+        sock.sendto(build_msg("/engine/gain", [0.5]).dgram, port)  # after the preset
+        trips = []
+        while len(server.engine.applied_state.ops) != 4000:
+            sent = time.monotonic()
+            sock.sendto(build_msg("/ping", []).dgram, port)
+            replies.wait_for("/pong")
+            trips.append(time.monotonic() - sent)
+            time.sleep(0.01)
+        time.sleep(0.2)
+        print(f"/ping during the load: {len(trips)}, max {1000 * max(trips):.1f} ms")
+        assert max(trips) < 0.3, "queries are answered between the slices of the load"
+        assert server.engine.stats.late == late, "no late block"
+        assert server.engine.applied_state.gain == 0.5, "a change sent after the preset follows it"

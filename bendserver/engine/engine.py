@@ -639,9 +639,10 @@ class StreamEngine:
         bank.check_version(version)
         interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
         gain, mix = _finite("gain", preset.gain, 0.0, 16.0), _finite("mix", preset.mix, 0.0, 1.0)
+        listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
+        check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
         config = BendingConfig.from_dict(preset.config)
         named = config.ops
-        check_op_count(len(named), f"preset '{preset.name}'")
         keys: dict[int, list[str]] = {}
         for op, op_keys in config.entries:
             keys.setdefault(id(op), []).extend(op_keys)

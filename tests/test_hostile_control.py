@@ -4,13 +4,17 @@ while ``/ping`` is timed, and the op limit. Audio runs on the null backend (real
 
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from jack import Replies
+import soundfile as sf
+from jack import Replies, free_port, send_python
 from pythonosc.osc_bundle_builder import OscBundleBuilder
 from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
@@ -199,3 +203,32 @@ def test_ping_answers_while_a_large_preset_loads_and_later_changes_follow_it(rep
         assert max(trips) < 0.3, "queries are answered between the slices of the load"
         assert server.engine.stats.late == late, "no late block"
         assert server.engine.applied_state.gain == 0.5, "a change sent after the preset follows it"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_large_preset_load_stops_the_server_cleanly(tmp_path, replies, sig):
+    home = tmp_path / "home"
+    name = save_big_preset(20000, home)
+    port, record = free_port(), tmp_path / "take.wav"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bendserver.cli", "serve", "-m", DEFAULT_MODEL, "-p", "none",
+         "--audio", "null", "--osc-port", str(port), "--reply-port", str(replies.port),
+         "--oscquery-port", "0", "--record", str(record)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "BENDSERVER_HOME": str(home), "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        for line in process.stdout:
+            if line.startswith("try"):
+                break
+        send_python(port, "/preset/load", name)
+        time.sleep(1.5)  # well into the load
+        process.send_signal(sig)
+        output = process.communicate(timeout=30)[0]
+    finally:
+        process.kill()
+    assert process.returncode == 0, output
+    assert "terminate called" not in output and "stopped: blocks" in output
+    assert "did not stop" not in output, "every thread joined"
+    info = sf.info(str(record))
+    assert info.duration > 0.5 and info.channels == 1

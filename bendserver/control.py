@@ -259,9 +259,11 @@ def _add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     kwargs = dict(zip(options[::2], options[1::2], strict=True))
     try:
         op = OPS[op_name](**kwargs)
-    except TypeError as error:
-        raise BendingError(f"bad arguments for {op_name}: {error}") from None
-    ctl.engine.add_op(op_id, op, key, at=at)
+        # options are checked where they are used: an option of the wrong type (seed "x",
+        # dim 0.5) fails building the op or its state, and nothing is kept (add_op's own rule)
+        ctl.engine.add_op(op_id, op, key, at=at)
+    except (TypeError, ValueError, IndexError) as error:
+        raise BendingError(f"bad arguments for {op_name} {options}: {error}") from None
 
 
 def _remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:

@@ -6,8 +6,10 @@ outside the table is reachable. The same table gives ``/list addresses``, docs/o
 checks on the shipped patches. A message is parsed and checked against its schema before its
 handler runs; a refused message raises a BendingError and changes nothing. Every number may
 arrive as a float (Pure Data sends nothing else): integer and flag arguments accept floats.
-Values read back (``/get``, ``/preset/save``) are those of the engine's pending state: what
-plays once every change sent so far has applied.
+``/get`` reads what plays now; ``/scheduled`` what a client scheduled ahead; ``/preset/save``
+saves the engine's pending state (what plays once every change sent for now has applied).
+A client's message for later than :data:`LEAD` seconds ahead waits, checked but not prepared,
+in its bounded :class:`~bendserver.schedule.Schedule` until it is that close.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from .engine import StreamEngine
 from .engine.state import OP_ID
 from .errors import BendingError
 from .presets import PresetLibrary, check_name
+from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 
 Reply = tuple[str, list[Any]]
 Counters = Callable[[], dict[str, float]]
+#: Seconds before its time that a scheduled message is prepared (submitted to the engine).
+LEAD = 0.05
 
 
 @dataclass(frozen=True)
@@ -123,13 +128,15 @@ class Address:
     """One entry of the address space: pattern, arguments, effect, and its handler.
 
     ``coalesce``: a parameter message whose newest value per address may replace older ones not
-    yet applied (faders); structural messages never are."""
+    yet applied (faders); structural messages never are. ``query``: it changes nothing and is
+    answered at once, whatever its timetag (also between the slices of a long change)."""
 
     pattern: str
     schema: Schema
     effect: str
     handler: Handler
     coalesce: bool = False
+    query: bool = False
 
     @property
     def args(self) -> str:
@@ -143,26 +150,63 @@ class Address:
 
 class Controller:
     """Applies control messages to one engine. ``counters`` adds a server's counters to
-    ``/stats``; ``presets`` is where ``/preset/*`` reads and writes."""
+    ``/stats``; ``presets`` is where ``/preset/*`` reads and writes; ``capacity``: messages
+    each client may schedule ahead."""
 
     def __init__(
         self,
         engine: StreamEngine,
         presets: PresetLibrary | None = None,
         counters: Counters | None = None,
+        capacity: int = SCHEDULE_CAPACITY,
     ) -> None:
         self.engine = engine
         self.presets = presets or PresetLibrary()
         self.counters = counters
+        self.schedule = Schedule(capacity)
 
     def dispatch(
-        self, address: str, args: Sequence[Any] = (), at: int | None = None
+        self,
+        address: str,
+        args: Sequence[Any] = (),
+        at: int | None = None,
+        client: str | None = None,
     ) -> list[Reply]:
         """Check and apply one message; returns replies. Raises BendingError on a bad message,
-        having changed nothing."""
+        having changed nothing. A message from a ``client`` for later than :data:`LEAD` ahead
+        is checked and held in its schedule (see :meth:`due`)."""
         match = route(address)
         values = match.entry.schema.parse(address, args)
+        if client is not None and at is not None and not match.entry.query:
+            if at > self._horizon():
+                self.schedule.add(at, client, address, values, match)
+                return []
         return match.entry.handler(self, match, values, at) or []
+
+    def is_query(self, address: str) -> bool:
+        """Whether ``address`` is a query (False for an address that routes nowhere)."""
+        try:
+            return route(address).entry.query
+        except BendingError:
+            return False
+
+    def due(self) -> list[Scheduled]:
+        """The scheduled messages to prepare now (taken out of the schedule), in time order."""
+        return self.schedule.due(self._horizon())
+
+    def apply(self, item: Scheduled) -> list[Reply]:
+        """Apply a scheduled message from :meth:`due` at its time."""
+        return item.route.entry.handler(self, item.route, list(item.values), item.at) or []
+
+    def seconds_to_due(self) -> float | None:
+        """Seconds until the next scheduled message is to be prepared, or None."""
+        at = self.schedule.next_at()
+        if at is None:
+            return None
+        return max(0.0, (at - self._horizon()) / self.engine.sample_rate)
+
+    def _horizon(self) -> int:
+        return self.engine.time + self.engine.samples(LEAD)
 
 
 def route(address: str) -> Match:
@@ -215,9 +259,11 @@ def _add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     kwargs = dict(zip(options[::2], options[1::2], strict=True))
     try:
         op = OPS[op_name](**kwargs)
-    except TypeError as error:
-        raise BendingError(f"bad arguments for {op_name}: {error}") from None
-    ctl.engine.add_op(op_id, op, key, at=at)
+        # options are checked where they are used: an option of the wrong type (seed "x",
+        # dim 0.5) fails building the op or its state, and nothing is kept (add_op's own rule)
+        ctl.engine.add_op(op_id, op, key, at=at)
+    except (TypeError, ValueError, IndexError) as error:
+        raise BendingError(f"bad arguments for {op_name} {options}: {error}") from None
 
 
 def _remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
@@ -286,15 +332,19 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
 
 def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     address = m.path["address"]
-    state = ctl.engine.state
+    state = ctl.engine.applied_state
     parts = address.strip("/").split("/")
     if len(parts) == 3 and parts[0] == "bend":
         op = state.op(parts[1])
         if parts[2] == "enable":
             value: Any = float(op.enabled)
         else:
-            ctl.engine.op(parts[1]).param(parts[2])  # a clear error for an unknown parameter
-            value = op.param(parts[2])
+            params = dict(op.params)
+            if parts[2] not in params:
+                raise BendingError(
+                    f"op '{parts[1]}' has no parameter '{parts[2]}'; parameters: {sorted(params)}"
+                )
+            value = params[parts[2]]
     elif parts[0] == "engine" and len(parts) == 2 and parts[1] in ("gain", "mix", "bypass"):
         value = float(getattr(state, parts[1]))
     elif len(parts) == 2 and parts[0] == "attr":
@@ -307,6 +357,16 @@ def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Rep
     else:
         raise BendingError(f"nothing to get at {address}; see /list addresses")
     return [(f"/get{address}", [value])]
+
+
+def _scheduled(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    address = m.path["address"]
+    route(address)  # a clear error for an address that does not exist
+    item = ctl.schedule.last(address)
+    if item is None:
+        return [(f"/scheduled{address}", [])]
+    seconds = max(0.0, (item.at - ctl.engine.time) / ctl.engine.sample_rate)
+    return [(f"/scheduled{address}", [round(seconds, 3), *item.values])]
 
 
 def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
@@ -412,17 +472,31 @@ ADDRESSES: tuple[Address, ...] = (
         "reply with names: addresses, weights, activations, versions, ops, types, bends, "
         "presets, attributes",
         _list,
+        query=True,
     ),
     Address(
         "/get/<address>",
         Schema(),
-        "reply with a pending value, e.g. /get/bend/mask/prob",
+        "reply with the value playing now, e.g. /get/bend/mask/prob",
         _get,
+        query=True,
     ),
     Address(
-        "/stats", Schema(), "reply: blocks N late N errors N p50_ms F p99_ms F max_ms F ...", _stats
+        "/scheduled/<address>",
+        Schema(),
+        "reply with the message to an address scheduled last (seconds ahead, then its "
+        "arguments; none: nothing scheduled)",
+        _scheduled,
+        query=True,
     ),
-    Address("/ping", Schema(), "reply /pong", _ping),
+    Address(
+        "/stats",
+        Schema(),
+        "reply: blocks N late N errors N p50_ms F p99_ms F max_ms F ...",
+        _stats,
+        query=True,
+    ),
+    Address("/ping", Schema(), "reply /pong", _ping, query=True),
 )
 
 #: The table in routing order: patterns with more literal parts first.

@@ -29,6 +29,7 @@ from .bending.graph import activation_nodes, graph_module, insert_ops
 from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
 from .errors import BendingError
 from .files import write_text
+from .slices import breathe
 from .tracing import BendingTracer, restoring_buffers
 
 _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
@@ -523,9 +524,10 @@ class BendedModule:
         keeps its per-activation state across builds until :meth:`release`."""
         return self._build(fn, bends).module
 
-    def release(self, op: BendingOp) -> None:
-        """Forget the per-activation state of ``op`` (an engine no longer uses it)."""
-        self._bound = {k: v for k, v in self._bound.items() if v[0] is not op}
+    def release(self, *ops: BendingOp) -> None:
+        """Forget the per-activation state of ``ops`` (an engine no longer uses them)."""
+        gone = {id(op) for op in ops}
+        self._bound = {k: v for k, v in self._bound.items() if id(v[0]) not in gone}
 
     def _build(self, fn: str, bends: Sequence[tuple[BendingOp, Sequence[str]]]) -> _Runner:
         graph = self._graph(fn)
@@ -533,6 +535,7 @@ class BendedModule:
         order: list[tuple[str, str]] = []
         extra: dict[str, BoundOp] = {}
         for op, keys in bends:
+            breathe()
             for name in self._bend_targets(keys, fn):
                 bound = self._bind(op, fn, nodes[name])
                 module_name = f"bend_{len(order)}"

@@ -98,19 +98,6 @@ class ScorePlayer:
                 route(event.address).entry.schema.parse(event.address, event.args)
             except BendingError as error:
                 raise event.error(str(error)) from None
-        self._check_crowding()
-
-    def _check_crowding(self) -> None:
-        """Refuse more events in one block than the engine applies at a block boundary."""
-        block, capacity = self.engine.block, self.engine.timeline.capacity
-        starts = [-(-(at - self.start) // block) for at in self.times]  # the block of each
-        for index in range(capacity, len(starts)):
-            if starts[index] == starts[index - capacity]:
-                event = self.events[index]
-                raise event.error(
-                    f"more than {capacity} events apply at the block of {event.time:g} s (at "
-                    "most that many changes apply at one block): spread them out"
-                )
 
     def until(self, sample: int) -> None:
         """Submit the events due at the block that starts at ``sample`` (a ``/preset/save``

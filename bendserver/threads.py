@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+
+log = logging.getLogger("bendserver")
 
 
 class LoopThread:
@@ -18,11 +21,14 @@ class LoopThread:
         """Start the thread."""
         self.thread.start()
 
-    def stop(self, timeout: float = 2.0) -> None:
-        """Ask the loop to end and wait for it (at most ``timeout`` seconds)."""
+    def stop(self, timeout: float = 10.0) -> None:
+        """Ask the loop to end and wait for it (at most ``timeout`` seconds: a thread left
+        running while the interpreter exits may be inside native code, which can abort it)."""
         self._stop.set()
         if self.thread.is_alive():
             self.thread.join(timeout=timeout)
+        if self.thread.is_alive():
+            log.warning("thread %s did not stop within %g s", self.thread.name, timeout)
 
     def _run(self) -> None:
         raise NotImplementedError

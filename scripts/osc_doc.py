@@ -55,8 +55,10 @@ NOTES = """
 - Every `/error` message is one line that says what to do. A failure that is not a refusal is
   a bug in bendserver: it answers `/error <address> internal error, a bug in bendserver: ...`,
   the server logs that line (its traceback with `serve --debug`) and goes on serving.
-- Values read back (`/get`, `/preset/save`) are those of the pending state: what plays once
-  every message sent so far has applied (a ramp's target, a change scheduled by a timetag).
+- `/get` reads what plays now: the value of the last change applied at a block boundary (a
+  ramp's target once the ramp started), never one scheduled for later; `/scheduled` reads what
+  is scheduled for later. `/preset/save` saves the state once every message sent for now has
+  applied.
 
 ## Replies
 
@@ -65,6 +67,7 @@ NOTES = """
 | `/pong` | `/ping` |
 | `/stats key value ...` | `/stats`: the engine's counters and compute times, with the server's |
 | `/get/<address> value ...` | `/get/<address>` |
+| `/scheduled/<address> [seconds arg ...]` | `/scheduled/<address>` |
 | `/list/<what> name ...` | `/list [what]` |
 | `/preset/saved name` | `/preset/save name` |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |
@@ -98,6 +101,20 @@ first block that starts at or after that time, converted to a sample time agains
 clock (the server tracks which sample is due at which wall-clock time); an immediate timetag
 (`1`) or one in the past applies at the next block. The server never sleeps on a timetag: later
 packets are handled at once.
+
+A message scheduled more than 50 ms ahead is checked when it arrives (a bad one is answered
+with `/error` at once) and waits, not yet prepared, in its sender's queue: one per sending host,
+of at most 1 024 messages. When a host's queue is full, its newest scheduled message is refused
+(`/error <address> 1024 messages from <host> are scheduled ahead already ...`); nothing else
+is: messages for now, and other hosts' messages, go through. 50 ms before its time, a
+scheduled message is prepared like a message for now, and a change it can no longer make (its
+op was removed meanwhile) is answered with `/error` then. Queries (`/ping`, `/get`,
+`/scheduled`, `/list`, `/stats`) are answered at once whatever their timetag.
+
+A long change (a preset of thousands of ops) is prepared in slices of about 2 ms: between two,
+queries that arrived meanwhile are answered (`/ping` keeps its round trip), changes wait to
+follow it in order, and the audio computes its blocks. A preset or `/bend/add` that would make
+one model play more than 32 768 ops is refused.
 
 ## Security
 

@@ -18,7 +18,7 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver.audio import AudioClock, ComputeGate
-from bendserver.control import Controller, coalescing_pattern
+from bendserver.control import LEAD, Controller, coalescing_pattern
 from bendserver.osc import (
     DEFAULT_RCVBUF,
     AccessList,
@@ -164,23 +164,33 @@ def run_worker(worker, messages, host="127.0.0.1"):
 
 def test_worker_converts_future_timetags_to_sample_times(engine):
     clock = FakeClock(origin=time.time())
-    worker = ControlWorker(Controller(engine), Recording(), clock)
+    controller = Controller(engine)
+    worker = ControlWorker(controller, Recording(), clock)
     due = time.time() + 1.0
-    run_worker(
-        worker,
-        [
-            Incoming("/bend/g/value", (0.5,), due),
-            Incoming("/engine/gain", (0.25,), time.time() - 5),  # the past: next block
-        ],
-    )
-    assert worker.handled == 2 and worker.scheduled == 1
-    at = clock.frame_at(due)
-    level = float(engine.process(ONES)[0, -1])
-    assert level == 0.25, "the past timetag applied at the next block, the future one not yet"
-    while engine.time < at:
-        engine.process(ONES)
+    worker.start()
+    try:
+        worker.submit(Incoming("/bend/g/value", (0.5,), due), "127.0.0.1")
+        worker.submit(Incoming("/engine/gain", (0.25,), time.time() - 5), "127.0.0.1")  # the past
+        assert wait_until(lambda: worker.handled == 2) and worker.scheduled == 1
+        assert len(controller.schedule) == 1, "held, not prepared, until it is almost due"
+        at = clock.frame_at(due)
+        level = float(engine.process(ONES)[0, -1])
+        assert level == 0.25, "the past timetag applied at the next block, the future one not yet"
+        while engine.time < at:
+            if engine.time + engine.samples(LEAD) >= at:  # the worker prepares it now
+                assert wait_until(lambda: not controller.schedule and worker.handled == 3)
+            engine.process(ONES)
+    finally:
+        worker.stop()
     assert engine.time - at < engine.block, "applied at the first block starting at or after it"
     assert float(engine.process(ONES)[0, -1]) == pytest.approx(0.125)
+
+
+def wait_until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return condition()
 
 
 def test_worker_replies_and_refuses(engine):

@@ -215,9 +215,9 @@ class RecordingServer(Server):
         self.received: list[tuple[str, list]] = []
         dispatch = self.controller.dispatch
 
-        def recording(address, args=(), at=None):
+        def recording(address, args=(), at=None, client=None):
             self.received.append((address, list(args)))
-            return dispatch(address, args, at)
+            return dispatch(address, args, at, client)
 
         self.controller.dispatch = recording
 

@@ -119,16 +119,17 @@ def test_the_score_of_the_interp_report(tmp_path):
     assert np.sqrt(np.mean(levels["with"] ** 2)) < 0.01, "the decoder's first block stays muted"
 
 
-def test_get_answers_the_pending_value_and_the_op_api_goes_through_the_engine():
+def test_get_answers_the_playing_value_and_the_op_api_goes_through_the_engine():
     engine = _engine(Identity())
     engine.add_op("g", tb.Scale(1.0), "gain")
     control = Controller(engine)
     ones = np.ones((1, BLOCK), np.float32)
     engine.process(ones)
     engine.op("g").value = 0.25  # the Python API: a change like any other
-    assert control.dispatch("/get/bend/g/value") == [("/get/bend/g/value", [0.25])]
+    assert control.dispatch("/get/bend/g/value") == [("/get/bend/g/value", [1.0])]
     assert float(engine.op("g").value_tensor("value")) == 1.0, "applied at the next block"
     assert engine.process(ones)[0, 0] == 0.25
+    assert control.dispatch("/get/bend/g/value") == [("/get/bend/g/value", [0.25])]
 
 
 def test_the_audio_side_hands_back_what_it_replaces():
@@ -150,14 +151,19 @@ def test_the_audio_side_hands_back_what_it_replaces():
     assert not engine.commands.released, "the control side drops them"
 
 
-def test_the_queue_is_bounded():
-    engine = _engine(capacity=8)
+def test_the_timeline_takes_a_score_of_any_length():
+    """Only what a live client schedules ahead is bounded (per client, in the controller); the
+    engine's timeline takes every change given to it (render plays scores of any length)."""
+    engine = _engine()
     engine.add_op("w", tb.Scale(1.0), r"first\.conv\.weight")
-    for step in range(7):
-        engine.set_param("w", "value", 1.0 + step, at=10**9 + step)
-    with pytest.raises(tb.BendingError, match="8 changes are waiting"):
-        engine.set_param("w", "value", 0.5, at=10**9)
-    assert engine.state.op("w").param("value") == 7.0
+    engine.process(np.zeros((1, BLOCK), np.float32))
+    for step in range(1100):
+        engine.set_param("w", "value", step / 1000, at=BLOCK * (step + 2))
+    engine.set_param("w", "value", 0.5)  # for now: before all of them
+    assert engine.applied_state.op("w").param("value") == 1.0
+    engine.process(np.zeros((1, BLOCK), np.float32))
+    assert engine.applied_state.op("w").param("value") == 0.5
+    assert engine.state.op("w").param("value") == 1.099
 
 
 def test_the_engine_leaves_torch_threads_alone():

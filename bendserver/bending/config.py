@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from ..errors import BendingError
 from ..files import write_text
 from ..readers import expect, only, optional, read_json
+from ..slices import breathe
 from .base import BendingOp
 from .ops import op_from_spec
 
@@ -57,6 +58,7 @@ class BendingConfig:
 
     @staticmethod
     def _entry(entry: tuple[Any, ...]) -> Entry:
+        breathe()
         if not isinstance(entry, (tuple, list)) or len(entry) < 2:
             raise BendingError(f"a config entry is (op, key, ...), got {entry!r}")
         op, *keys = entry
@@ -96,17 +98,24 @@ class BendingConfig:
     def ops(self) -> dict[str, BendingOp]:
         """The distinct ops by id (``mask``, ``mask_1``, ``scale``...): how presets and OSC
         name them."""
+        present = {id(op) for op, _ in self.entries}
         ids: dict[str, BendingOp] = {
-            name: op for name, op in self.names.items() if any(op is o for o, _ in self.entries)
+            name: op for name, op in self.names.items() if id(op) in present
         }
+        named = {id(op) for op in ids.values()}
+        tried: dict[str, int] = {}  # per base name, the last suffix taken (linear, not n^2)
         for op, _ in self.entries:
-            if any(op is known for known in ids.values()):
+            if id(op) in named:
                 continue
+            named.add(id(op))
             base = op.name.lower()
-            name, n = base, 0
+            name, n = base, tried.get(base, 0)
+            if n:
+                name = f"{base}_{n}"
             while name in ids:
                 n += 1
                 name = f"{base}_{n}"
+            tried[base] = n
             ids[name] = op
         return ids
 
@@ -185,8 +194,10 @@ class BendingConfig:
                 f"config format version {data.get('version')!r} is not supported "
                 f"(this bendserver reads version {FORMAT_VERSION})"
             )
-        specs = optional(data, "ops", "object", "", {})
-        ops = {name: op_from_spec(spec, f"ops.{name}") for name, spec in specs.items()}
+        ops = {}
+        for name, spec in optional(data, "ops", "object", "", {}).items():
+            breathe()
+            ops[name] = op_from_spec(spec, f"ops.{name}")
         entries = []
         for index, bend in enumerate(optional(data, "bends", "list", "", [])):
             where = f"bends[{index}]"

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..errors import BendingError
+from ..slices import breathe
 from .base import BendingOp, State
 from .fold import bend_tensor, folds_last
 
@@ -224,6 +225,7 @@ class WeightBank:
         with torch.no_grad():
             weight = self._mixed(name, version, mix).detach()
             for op, state in folds_last(ops):
+                breathe()
                 weight = bend_tensor(op, state, weight)
             return weight
 

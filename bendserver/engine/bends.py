@@ -24,6 +24,7 @@ import torch.fx
 from ..bending.base import BendingOp, State
 from ..errors import BendingError
 from ..module import BendedModule
+from ..slices import breathe
 from .commands import Ramp
 from .cuda_graph import CudaGraphs
 from .state import OP_ID, BendingState, OpState
@@ -133,6 +134,7 @@ class Bends:
         self._cuda_graphs = graphs
         self._graphs: dict[Structure, Callable[..., Any]] = {}
         self._uids = itertools.count(1)
+        self._played: set[int] = set()  #: ``id`` of each live op (a lookup, not a scan)
         self._fold = fold
 
     # -- ops ---------------------------------------------------------------------------------
@@ -145,7 +147,7 @@ class Bends:
             raise BendingError(
                 f"op ids are a letter then letters, digits or _ (e.g. mask_2), got {op_id!r}"
             )
-        if op.on_set is not None or any(live.op is op for live in self.live.values()):
+        if op.on_set is not None or id(op) in self._played:
             raise BendingError(f"{op!r} is already played by an engine: create another op")
         targets = self.bended.targets(op, *keys, readers=self._fold)
         slots = self.bank.slots
@@ -157,6 +159,7 @@ class Bends:
         twin = copy.deepcopy(op)
         if self._cuda_graphs is not None:  # a capture reads a CPU scalar once, a device one live
             op.to(self._cuda_graphs.input.device)
+        self._played.add(id(op))
         self.live[uid] = LiveOp(
             op,
             twin,
@@ -190,12 +193,16 @@ class Bends:
 
     def discard(self, uids: Iterable[int]) -> None:
         """Forget these ops: they are in no state (refused, or removed and applied)."""
+        released = []
         for uid in list(uids):
             live = self.live.pop(uid, None)
             if live is None:
                 continue
             live.op.on_set = None
-            self.bended.release(live.op)
+            self._played.discard(id(live.op))
+            released.append(live.op)
+        if released:
+            self.bended.release(*released)
 
     def rebatched(self, graphs: CudaGraphs | None) -> None:
         """Forget the graphs built for another batch (the engine's streams changed); capture
@@ -255,7 +262,7 @@ class Bends:
         folded = self.folded(state)
         return tuple(
             (op.uid, op.keys, op.enabled if flags else None)
-            for op in state.ops
+            for op in _slowly(state.ops)
             if self.live[op.uid].activations and op.uid not in folded
         )
 
@@ -267,13 +274,13 @@ class Bends:
             return set()
         unfoldable = {
             name
-            for op in state.ops
+            for op in _slowly(state.ops)
             if not self.live[op.uid].readers
             for name in self.live[op.uid].activations
         }
         return {
             op.uid
-            for op in state.ops
+            for op in _slowly(state.ops)
             if self.live[op.uid].readers and unfoldable.isdisjoint(self.live[op.uid].activations)
         }
 
@@ -281,7 +288,7 @@ class Bends:
         """What weight ``name`` depends on in ``state`` (``folded``: ``self.folded(state)``)."""
         ops = tuple(
             (op.uid, op.params, op.enabled)
-            for op in state.ops
+            for op in _slowly(state.ops)
             if self.live[op.uid].bends(name, op.uid in folded)
         )
         return (state.version, state.interp, ops)
@@ -290,12 +297,14 @@ class Bends:
         """Weights whose value may differ between the states (a superset)."""
         if (before.version, before.interp) != (after.version, after.interp):
             return list(self.bank.slots)
-        changed = set(before.ops) ^ set(after.ops)  # ops added, removed or changed
+        changed = set(_slowly(before.ops)) ^ set(_slowly(after.ops))  # added, removed, changed
         names: dict[str, None] = {}
         for op in changed:
+            breathe()
             names.update(dict.fromkeys(self.live[op.uid].weights))
             names.update(dict.fromkeys(self.live[op.uid].folds))
         for op in {*before.ops, *after.ops}:  # another op may fold or unfold this one
+            breathe()
             names.update(dict.fromkeys(self.live[op.uid].readers))
         return list(names)
 
@@ -327,12 +336,12 @@ class Bends:
 
     def weight(self, state: BendingState, name: str, folded: set[int]) -> torch.Tensor:
         """Weight ``name`` as ``state`` bends it (``folded``: ``self.folded(state)``)."""
-        chain = [
-            (self.twin(op), weight_state)
-            for op in state.ops
-            if op.enabled
-            for weight_state in self.live[op.uid].states(name, op.uid in folded)
-        ]
+        chain = []
+        for op in state.ops:
+            breathe()
+            if op.enabled:
+                states = self.live[op.uid].states(name, op.uid in folded)
+                chain += [(self.twin(op), weight_state) for weight_state in states]
         return self.bank.bended(name, state.version, state.interpolation, chain)
 
     def forward(self, structure: Structure) -> Callable[..., Any]:
@@ -357,6 +366,13 @@ class Bends:
         finally:
             for (op, _), enabled in zip(switched, before, strict=True):
                 op.enabled = enabled
+
+
+def _slowly(ops: Iterable[OpState]) -> Iterable[OpState]:
+    """``ops`` with a pause point between each (:func:`bendserver.slices.breathe`)."""
+    for op in ops:
+        breathe()
+        yield op
 
 
 def _router(route: weakref.WeakMethod, uid: int) -> Callable[[str, float], None]:

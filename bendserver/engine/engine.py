@@ -37,12 +37,13 @@ from ..loader import LoadedModel, load_model, resolve_device
 from ..passes import OPTIMIZE_MODES, compile_forward, optimize
 from ..preset_fit import bent_targets, check_fit
 from ..presets import Preset, load_preset
+from ..slices import breathe
 from ..tracing import restoring_buffers
 from .bends import Bends, Payload
 from .commands import CommandQueue, Ramp
 from .cuda_graph import CudaGraphs
 from .fuse import OutputFuse
-from .state import BendingState, OpState
+from .state import BendingState, OpState, check_op_count
 from .stats import EngineStats
 from .timeline import Change, Timeline
 from .transfer import BlockTransfer
@@ -79,7 +80,6 @@ class StreamEngine:
         preset: str | Path | Preset | None = None,
         fuse: bool = True,
         ceiling: float = 0.99,
-        capacity: int = 1024,
         optimize: str = "passes",
         streams: int | None = None,
         cuda_graph: bool = True,
@@ -134,7 +134,7 @@ class StreamEngine:
             fold=optimize != "none",
         )
         initial = BendingState(version=self.bended.weight_bank.default_name)
-        self.timeline = Timeline(initial, self._bends, self.commands, capacity)
+        self.timeline = Timeline(initial, self._bends, self.commands)
         self._ramps: dict[tuple[int, str], Ramp] = {}
         #: What plays now (written when a change applies): output gain, dry/wet mix, bypass.
         self.gain, self.mix, self.bypass = initial.gain, initial.mix, initial.bypass
@@ -503,16 +503,14 @@ class StreamEngine:
 
     @property
     def state(self) -> BendingState:
-        """The pending state: what plays once every submitted change has applied. ``/get``,
+        """The pending state: what plays once every submitted change has applied.
         ``/preset/save`` and ``bending_config`` read it."""
         return self.timeline.pending
 
     @property
     def applied_state(self) -> BendingState:
-        """The state of the changes applied so far (what plays now)."""
-        with self._control:
-            self.timeline.prune()
-            return self.timeline.base
+        """The state of the changes applied so far (what plays now; ``/get`` reads it)."""
+        return self.timeline.applied
 
     def state_at(self, at: int | None) -> BendingState:
         """The state that plays from sample ``at`` on, given the changes submitted so far
@@ -606,6 +604,7 @@ class StreamEngine:
         """Bend ``keys`` with ``op`` under the name ``op_id``; the graph is rebuilt here and
         swapped in at a block boundary, keeping the streaming state."""
         with self._control, self._creating() as created:
+            check_op_count(len(self.state.ops) + 1, f"adding '{op_id}'")
             added = self._bends.create(op_id, op, keys)
             created.append(added)
             self._submit(lambda state: state.adding(added), at, f"add {op_id}")
@@ -705,13 +704,19 @@ class StreamEngine:
         bank.check_version(version)
         interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
         gain, mix = _finite("gain", preset.gain, 0.0, 16.0), _finite("mix", preset.mix, 0.0, 1.0)
+        listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
+        check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
         config = BendingConfig.from_dict(preset.config)
+        named = config.ops
+        keys: dict[int, list[str]] = {}
+        for op, op_keys in config.entries:
+            keys.setdefault(id(op), []).extend(op_keys)
         with self._control, self._creating() as ops:
-            for op_id, op in config.ops.items():
-                keys = tuple(k for o, ks in config.entries if o is op for k in ks)
-                ops.append(self._bends.create(op_id, op, keys))
+            for op_id, op in named.items():
+                breathe()
+                ops.append(self._bends.create(op_id, op, tuple(keys[id(op)])))
             disabled = set(preset.disabled)
-            loaded = tuple(replace(op, enabled=op.op_id not in disabled) for op in ops)
+            loaded = tuple(_enabled(op, op.op_id not in disabled) for op in ops)
 
             def change(state: BendingState) -> BendingState:
                 new = replace(state, ops=loaded, gain=gain, mix=mix)
@@ -783,6 +788,12 @@ def _checked_streams(streams: Any) -> int:
     if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
         raise BendingError(f"streams is a whole number of channels >= 1, got {streams!r}")
     return streams
+
+
+def _enabled(op: OpState, enabled: bool) -> OpState:
+    """``op`` switched on or off (a slice of a long preset load)."""
+    breathe()
+    return op if op.enabled == enabled else replace(op, enabled=enabled)
 
 
 def _finite(name: str, value: Any, low: float, high: float) -> float:

@@ -18,6 +18,17 @@ from ..errors import BendingError
 
 #: What an op id may be: a name that fits one part of an OSC address (no leading "_").
 OP_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+#: The most ops one engine plays at once (a preset or ``/bend/add`` past it is refused).
+MAX_OPS = 32768
+
+
+def check_op_count(count: int, what: str) -> None:
+    """Refuse ``what`` when it would make an engine play more than :data:`MAX_OPS` ops."""
+    if count > MAX_OPS:
+        raise BendingError(
+            f"{what}: {count} ops, past the limit of {MAX_OPS} ops per model; "
+            "bend several weights or activations with one op (its keys are regular expressions)"
+        )
 
 
 @dataclass(frozen=True)

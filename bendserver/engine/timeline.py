@@ -6,7 +6,9 @@ due earlier), never from live tensors. A change scheduled before changes already
 re-plans those: a later change whose plan is now different is replaced by a corrected command
 at the same time (its values are absolute, so the correction wins even if the first one has
 already applied). The pending state, what will play once every change has applied, is what the
-next change builds on; the applied state is what plays now.
+next change builds on; the applied state is what plays now. The timeline takes any number of
+changes (a score of any length): what a live client may schedule ahead is bounded before it gets
+here (:mod:`bendserver.schedule`).
 """
 
 from __future__ import annotations
@@ -45,13 +47,10 @@ class Entry:
 class Timeline:
     """Pending changes of one engine; used under the engine's control lock."""
 
-    def __init__(
-        self, base: BendingState, bends: Bends, commands: CommandQueue, capacity: int = 1024
-    ) -> None:
+    def __init__(self, base: BendingState, bends: Bends, commands: CommandQueue) -> None:
         self.base = base  #: the state of the changes applied so far
         self.bends = bends
         self.commands = commands
-        self.capacity = capacity
         self.entries: list[Entry] = []
         self.pending = base  #: the state once every submitted change has applied
         self._seq = itertools.count()
@@ -67,11 +66,6 @@ class Timeline:
         next block"). Raises a BendingError, changing nothing, when the change does not apply
         or would break a later one."""
         self._fold_applied()
-        if len(self.entries) >= self.capacity:
-            raise BendingError(
-                f"{self.capacity} changes are waiting to apply: wait for them (is the audio "
-                "running?) or schedule fewer changes ahead"
-            )
         entry = Entry(int(at), next(self._seq), change, what, ramps or {})
         entries = list(self.entries)
         index = bisect.bisect(entries, entry.key, key=lambda e: e.key)
@@ -120,10 +114,22 @@ class Timeline:
             else:
                 entry.after = after
                 continue
-            if entry.command is not None:
-                self.commands.cancel(entry.command)
+            replaced = entry.command
             entry.after, entry.plan = after, plan
             entry.command = self.commands.submit(payload, entry.at, entry.what)
+            if replaced is not None:  # after: a reader of `applied` never sees it swept as done
+                self.commands.cancel(replaced)
+
+    @property
+    def applied(self) -> BendingState:
+        """What plays now: the state of the changes applied so far (read without changing
+        anything, so any thread may ask, even while another prepares a change)."""
+        state = self.base
+        for entry in list(self.entries):
+            if not entry.command.done:
+                break
+            state = entry.after
+        return state
 
     def prune(self) -> None:
         """Fold the applied changes into the base state, drop what the audio thread handed

@@ -37,7 +37,7 @@ class Namespace:
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it."""
         found: dict[str, Address] = {}
-        state = self.controller.engine.state  # one snapshot: ops may change meanwhile
+        state = self.controller.engine.applied_state  # what plays: /get reads its values
         for entry in ADDRESSES:
             for path in self._expand(state, entry.parts, []):
                 if route(path).entry is entry:  # a more literal entry may take it
@@ -62,7 +62,7 @@ class Namespace:
                     part, {"FULL_PATH": full, "ACCESS": 0}
                 )
             node.update(self._method(path, entry))
-        for op in engine.state.ops:
+        for op in engine.applied_state.ops:
             container = root["CONTENTS"]["bend"]["CONTENTS"].get(op.op_id)
             with contextlib.suppress(BendingError, TypeError):  # added or removed meanwhile
                 container["DESCRIPTION"] = f"op {engine.op(op.op_id).name} on {', '.join(op.keys)}"
@@ -101,7 +101,7 @@ class Namespace:
             return [name for name, _ in state.op(done[-1]).params]
         if word == "<name>":
             return list(self.controller.engine.model.attributes)
-        return []  # <address> of /get: the VALUE of each node answers what /get does
+        return []  # <address> of /get, /scheduled: the VALUE of each node answers /get
 
     def _method(self, path: str, entry: Address) -> Node:
         schema = entry.schema

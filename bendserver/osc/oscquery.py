@@ -92,7 +92,7 @@ class OscQueryService(LoopThread):
         self.advertised: bool | None = None
         self._admission = gate.admission() if gate is not None else None
         self._listeners: dict[web.WebSocketResponse, dict[str, list[Any] | None]] = {}
-        self._seen: object = None  # the engine state last looked at
+        self._seen: tuple | None = None  # the engine states last looked at
         self._paths: set[str] = set()  # the nodes of that state
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken: asyncio.Event | None = None  #: set when a client listens, or to stop
@@ -224,11 +224,13 @@ class OscQueryService(LoopThread):
 
     async def _push_changes(self) -> None:
         """Send each client the values it listens to that changed, and the paths added or
-        removed, once per change of the engine's pending state."""
-        state = self.namespace.controller.engine.state
-        if state is self._seen:
+        removed, once per change of the engine's pending state (paths) or of what plays
+        (values: those of ``/get``)."""
+        engine = self.namespace.controller.engine
+        states = (engine.state, engine.applied_state)
+        if self._seen is not None and all(a is b for a, b in zip(states, self._seen, strict=True)):
             return
-        self._seen = state
+        self._seen = states
         self._wait_gate()
         paths = _nodes(self.namespace.methods())
         removed = [p for p in sorted(self._paths - paths) if _parent(p) in paths]

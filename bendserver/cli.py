@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from . import __version__
@@ -481,16 +485,31 @@ def main(argv: list[str] | None = None) -> int:
     level = logger.level
     if args.debug:
         logger.setLevel(logging.DEBUG)
+    with _terminate_as_interrupt():
+        try:
+            return _run(args)
+        finally:
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends a command as Ctrl-C does (KeyboardInterrupt), so that what it was writing
+    is discarded and a server stops cleanly, whenever it comes: loading, rendering, serving."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        return _run(args)
+        yield
     finally:
-        logger.setLevel(level)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:
     """The one error path of the command line: every error ends here as one line
     (:func:`errors.describe`), exit 2 for what the user can fix, 1 for a bug (with the hint to
-    rerun with ``--debug``, which raises it instead: its traceback), 130 for Ctrl-C."""
+    rerun with ``--debug``, which raises it instead: its traceback), 130 for Ctrl-C or SIGTERM."""
     try:
         return args.run(args)
     except KeyboardInterrupt:

@@ -34,9 +34,9 @@ def _wav(path, seconds=0.5, rate=48000, channels=1, seed=3):
     return audio.T
 
 
-def _interrupt_render(folder: Path, output: str) -> subprocess.CompletedProcess:
+def _interrupt_render(folder: Path, output: str, sig: int) -> subprocess.CompletedProcess:
     """Start ``bendserver render long.wav -o OUTPUT --force`` (a model taking 20 ms a block),
-    and send SIGINT once it has begun writing (a file in the folder is new or changed)."""
+    and send ``sig`` once it has begun writing (a file in the folder is new or changed)."""
     command = [sys.executable, "-m", "bendserver.cli", "render", "long.wav", "-m", SLOW,
                "--block", "1024", "-o", output, "--force"]  # fmt: skip
     before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
@@ -51,19 +51,20 @@ def _interrupt_render(folder: Path, output: str) -> subprocess.CompletedProcess:
             time.sleep(0.02)
         time.sleep(0.5)  # a few dozen blocks into the render (it takes about 4 s)
         assert process.poll() is None, "the render ended before it could be interrupted"
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sig)
         out, err = process.communicate(timeout=30)
     finally:
         process.kill()
     return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
-def test_an_interrupted_render_into_its_input_leaves_it_and_no_partial_output(tmp_path):
-    """``bendserver render long.wav -o long.wav --force`` and Ctrl-C: the input as it was (the
-    render wrote over it while reading it), nothing else in the folder."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_render_into_its_input_leaves_it_and_no_partial_output(tmp_path, sig):
+    """``bendserver render long.wav -o long.wav --force`` and Ctrl-C (or a SIGTERM): the input
+    as it was (the render wrote over it while reading it), nothing else in the folder."""
     _wav(tmp_path / "long.wav", seconds=4.0)
     original = (tmp_path / "long.wav").read_bytes()
-    result = _interrupt_render(tmp_path, "long.wav")
+    result = _interrupt_render(tmp_path, "long.wav", sig)
     assert result.returncode == 130, result.stderr
     assert "interrupted" in result.stderr and "nothing was written" in result.stderr
     assert (tmp_path / "long.wav").read_bytes() == original

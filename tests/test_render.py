@@ -139,11 +139,18 @@ def test_a_score_of_any_length_renders(tmp_path):
     assert out[12000:12256].std() > 0, "the gain moved at every block before"
 
 
-def test_more_events_in_one_block_than_apply_at_once_are_refused_first():
-    engine = tb.StreamEngine(Identity(), block=256)
-    events = parse_score("".join(f"0.001 /engine/gain {i % 2}\n" for i in range(1100)))
-    with pytest.raises(tb.BendingError, match="score:1025: .*more than 1024 events"):
-        ScorePlayer(engine, events)
+def test_any_number_of_events_may_fall_in_one_block():
+    """1 100 changes at one time (more than the engine once held at a block): all apply, in
+    the score's order, the last one wins."""
+    engine = tb.StreamEngine(Identity(), block=256, fuse=False)
+    events = parse_score("".join(f"0.001 /engine/gain {i / 1100:.6f}\n" for i in range(1100)))
+    player = ScorePlayer(engine, events)
+    ones = np.ones((1, 256), np.float32)
+    for _ in range(40):  # the gain glides to its value (no click)
+        player.until(engine.time)
+        out = engine.process(ones)
+    assert player.next == 1100
+    np.testing.assert_allclose(out, 1099 / 1100, atol=1e-6)
 
 
 def test_nan_from_the_model_is_reported_by_block(tmp_path, caplog, capsys):

@@ -89,12 +89,12 @@ def _bend(loaded: LoadedModel, preset: str | Path | Preset | None) -> dict[str, 
         return {}
     preset = preset if isinstance(preset, Preset) else load_preset(preset)
     bended = loaded.bended
-    check_fit(preset, bended, loaded.name)
+    config = BendingConfig.from_dict(preset.config)
+    check_fit(preset, config, bended, loaded.name)
     if preset.interpolation:
         bended.set_interpolation(preset.interpolation)
     elif preset.version:
         bended.version = preset.version
-    config = BendingConfig.from_dict(preset.config)
     ops = {}
     for op_id, op in config.ops.items():
         if op_id in preset.disabled:

@@ -14,6 +14,7 @@ from .bending.weights import DEFAULT_VERSION
 from .errors import BendingError
 from .module import BendedModule
 from .presets import Preset
+from .slices import breathe
 
 
 def bent_targets(bended: BendedModule, keys: Iterable[str]) -> dict[str, list[int] | None]:
@@ -27,11 +28,12 @@ def bent_targets(bended: BendedModule, keys: Iterable[str]) -> dict[str, list[in
     }
 
 
-def check_fit(preset: Preset, bended: BendedModule, model: str) -> None:
-    """Refuse ``preset`` on ``bended`` (model ``model``) unless it has all the preset bends,
-    saying what is missing or of another shape."""
-    config = BendingConfig.from_dict(preset.config)
-    unmatched = [key for _, keys in config.entries for key in keys if not _matches(bended, key)]
+def check_fit(preset: Preset, config: BendingConfig, bended: BendedModule, model: str) -> None:
+    """Refuse ``preset`` (its ops built as ``config``) on ``bended`` (model ``model``) unless
+    it has all the preset bends, saying what is missing or of another shape. Each key is
+    resolved once, however many ops share it."""
+    keys = dict.fromkeys(key for _, keys in config.entries for key in keys)
+    unmatched = [key for key in keys if not _matches(bended, key)]
     slots = bended.weight_bank.slots
     known = {*slots, *bended.fold_layers}
     for method in bended.traced_methods:
@@ -60,6 +62,7 @@ def check_fit(preset: Preset, bended: BendedModule, model: str) -> None:
 
 
 def _matches(bended: BendedModule, key: str) -> bool:
+    breathe()
     try:
         return bool(bended.resolve(key))
     except BendingError:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BendingError
+from .slices import breathe
 
 try:  # Python 3.11+
     import tomllib
@@ -163,6 +164,7 @@ def _finite_float(word: str) -> float:
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    breathe()  # a large file is read on the control thread: it answers queries meanwhile
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
@@ -176,6 +178,7 @@ def _depth(data: Any) -> int:
     deepest, stack = 0, [(data, 1)]
     while stack:
         value, depth = stack.pop()
+        breathe()
         if isinstance(value, dict):
             value = list(value.values())
         if isinstance(value, list):

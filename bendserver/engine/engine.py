@@ -698,15 +698,15 @@ class StreamEngine:
         """Replace the ops, weights and engine settings with a preset's. The whole preset is
         checked and built first: a refused preset changes nothing."""
         preset = preset if isinstance(preset, Preset) else load_preset(preset)
-        check_fit(preset, self.bended, self.model.name)
+        listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
+        check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
+        config = BendingConfig.from_dict(preset.config)
+        check_fit(preset, config, self.bended, self.model.name)
         bank = self.bended.weight_bank
         version = preset.version or bank.default_name
         bank.check_version(version)
         interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
         gain, mix = _finite("gain", preset.gain, 0.0, 16.0), _finite("mix", preset.mix, 0.0, 1.0)
-        listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
-        check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
-        config = BendingConfig.from_dict(preset.config)
         named = config.ops
         keys: dict[int, list[str]] = {}
         for op, op_keys in config.entries:

@@ -88,8 +88,8 @@ def _render(args: argparse.Namespace) -> int:
         raise BendingError(
             f"several inputs would be written to {clashes}: render them into separate folders"
         )
-    for target in targets[:1]:  # they share a folder
-        check_writable(target)
+    if targets:  # they share a folder
+        check_writable(targets[0])
     check_outputs(inputs, targets)
     _probe(args)
     infos = [sound_info(source) for source in inputs]

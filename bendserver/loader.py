@@ -327,7 +327,7 @@ def _read_manifest(path: Path) -> dict[str, Any]:
             value = optional(manifest, key, kind, "")
             if least is not None and value is not None and value < least:
                 raise BendingError(f"{key} is at least {least}, got {value}")
-        if "class" in manifest and not re.fullmatch(r"[^:]+\.py:[A-Za-z_]\w*", manifest["class"]):
+        if "class" in manifest and not _CLASS.fullmatch(manifest["class"]):
             raise BendingError(f"class is 'file.py:ClassName', got {manifest['class']!r}")
         for name, file in manifest.get("versions", {}).items():
             expect(file, "text", f"versions.{name}")

@@ -200,15 +200,11 @@ class ControlWorker(LoopThread):
         while (letter := self.source.take(0)) is not None:
             for message in self._messages(letter):
                 if self.controller.is_query(message.address):
-                    self._answer(letter.host, message.address, lambda m=message: self._ask(m))
+                    self._handle(message, letter.host)
                 else:
                     self._held.append((message, letter.host))
         if self.gate is not None:
             self.gate.wait_open(0.05)
-
-    def _ask(self, message: Incoming) -> list:
-        _check_args(message.args)
-        return self.controller.dispatch(message.address, message.args)
 
     def _sample_time(self, timetag: float | None) -> int | None:
         """The sample time of a future timetag, or None (next block)."""

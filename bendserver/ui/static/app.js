@@ -192,7 +192,7 @@ function control(node, name = label(node)) {
 function slider(node, row, range, type) {
   const path = node.FULL_PATH;
   const input = element("input", { type: "range", min: range.MIN, max: range.MAX });
-  input.step = type === "i" ? 1 : (range.MAX - range.MIN) / 1000;
+  input.step = type === "i" ? 1 : "any";
   input.dataset.path = path;
   const shown = element("output");
   shown.dataset.for = path;

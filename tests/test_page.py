@@ -127,8 +127,7 @@ def test_a_value_sent_over_osc_shows_on_the_page(page, server):
     oscsend(server.osc.port, "/engine/gain", "f", 0.25)
     shown = page.locator('output[data-for="/engine/gain"]')
     page.wait_for_function(
-        "() => document.querySelector('output[data-for=\"/engine/gain\"]').textContent "
-        "=== '0.250'",
+        "() => document.querySelector('output[data-for=\"/engine/gain\"]').textContent === '0.250'",
         timeout=5_000,
     )
     assert shown.text_content() == "0.250"

@@ -1,13 +1,13 @@
 """The control page under a finger: load time, WebSocket update rate and latency, xruns.
 
 Starts a JACK server on the dummy driver (48 kHz, ``--block`` frames), ``bendserver serve`` on
-it playing the model's demo, and Chromium (Debian's, driven by playwright) on the page. It
-measures the page's load time (navigation to controls built from the namespace), then drags a
-slider back and forth for ``--seconds`` like a finger (a move every 16 ms at most) while another
-thread sends ``/engine/gain`` over OSC ten times a second; each value's arrival on the page
-against its send time is the update latency (OSC in, applied at a block boundary, pushed on
-the WebSocket, shown). Xruns are JACK's own (its log's ``XRun`` lines) and the server's
-(``/stats``).
+it playing the model's demo, and counts xruns for ``--seconds`` without a page (what the machine
+does anyway). Then Chromium (Debian's, driven by playwright) opens the page: its load time
+(navigation to controls built from the namespace), then a slider dragged back and forth for
+``--seconds`` like a finger (a move every 16 ms at most) while another thread sends
+``/engine/gain`` over OSC ten times a second; each value's arrival on the page against its send
+time is the update latency (OSC in, applied at a block boundary, pushed on the WebSocket,
+shown). Xruns are JACK's own (its log's ``XRun`` lines) and the server's (``/stats``).
 
     python scripts/page_soak.py --block 256 --seconds 60
 """
@@ -51,6 +51,10 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     with jackd(args.block) as (name, log), served(args.model, args.block, name) as (osc, url):
+        time.sleep(1.0)
+        quiet, quiet_lines = osc.stats(), count_xruns(log)
+        time.sleep(args.seconds)  # the same stretch without the page: what the machine does
+        quiet_xruns = (count_xruns(log) - quiet_lines, int(osc.stats()["xruns"] - quiet["xruns"]))
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS
@@ -99,7 +103,11 @@ def main() -> int:
             f"p50 {p50:.1f} ms, max {top:.1f} ms"
         )
     print(
-        f"xruns: JACK {jack_xruns}, server {int(after['xruns'] - before['xruns'])}; "
+        f"xruns without the page, {args.seconds:g} s before: JACK {quiet_xruns[0]}, "
+        f"server {quiet_xruns[1]}"
+    )
+    print(
+        f"xruns with the page: JACK {jack_xruns}, server {int(after['xruns'] - before['xruns'])}; "
         f"late blocks {int(after['late'] - before['late'])}; "
         f"compute p50 {after['p50_ms']:.2f} ms, max {after['max_ms']:.2f} ms"
     )
@@ -129,7 +137,7 @@ def probe(osc: Osc, sent: dict[float, float], stop: threading.Event) -> None:
     count = 0
     while not stop.wait(0.1):
         count += 1
-        value = round(0.5 + 0.25 * ((count * 37) % 100) / 100, 5)  # distinct from the last
+        value = round(0.5 + 1e-4 * count, 5)  # each value once
         sent[value] = time.time()
         osc.send(PROBE, value)
 

@@ -66,12 +66,17 @@ const state = {
 };
 window.bendserver = state;
 
+let flushing = false;
 function send(path, args) {
   state.pending.set(path, args);
-  if (state.pending.size === 1) requestAnimationFrame(flush);
+  if (!flushing) {
+    flushing = true;
+    requestAnimationFrame(flush);
+  }
 }
 
 function flush() {
+  flushing = false;
   const socket = state.socket;
   if (!socket || socket.readyState !== WebSocket.OPEN) return;
   for (const [path, args] of state.pending) socket.send(encodeOsc(path, args));
@@ -101,6 +106,7 @@ function connect() {
     if (control) control.show(args);
   };
   socket.onclose = () => {
+    state.pending.clear();  // what was not sent is stale by the time the page reconnects
     setStatus(false);
     setTimeout(connect, 1000);
   };

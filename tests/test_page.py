@@ -173,6 +173,37 @@ def test_the_page_renders_its_controls_and_meters(page, server, tmp_path):
     assert 0.5 < ratio < 2.0, f"the screenshot differs from the README's: {ratio:.2f} x its size"
 
 
+def test_on_a_phone_a_finger_on_the_pad_morphs_between_versions(browser, replies):
+    options = ServeOptions(
+        model="wavae", audio="null", osc_port=0, reply_port=replies.port, zeroconf=False
+    )
+    with Server(options) as server:
+        phone = browser.new_page(viewport={"width": 390, "height": 844}, has_touch=True)
+        phone.goto(f"{server.oscquery.url}/ui")
+        phone.wait_for_selector("body[data-ready]", timeout=10_000)
+        pad = phone.locator("#pad")
+        pad.scroll_into_view_if_needed()
+        box = pad.bounding_box()
+        assert box["width"] > 300, "one column: the pad spans the phone's width"
+        assert phone.locator('#pad .corner[data-version="percussion"]').count() == 1
+        phone.touchscreen.tap(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+        deadline = time.monotonic() + 5
+        while True:
+            replies.receive(timeout=0.05)
+            send_python(server.osc.port, "/get/interp")
+            mix = replies.wait_for("/get/interp")
+            weights = dict(zip(mix[::2], mix[1::2], strict=True))
+            if weights.get("percussion", 0) > 0.95:
+                break
+            assert time.monotonic() < deadline, f"the pad's touch did not morph: {weights}"
+            time.sleep(0.05)
+        phone.wait_for_function(
+            "() => document.getElementById('mix').textContent.includes('percussion')",
+            timeout=5_000,
+        )
+        phone.close()
+
+
 def png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from ..errors import BendingError
 from .intake import AccessList, allowed_networks
 
-__all__ = ["AccessList", "checked_networks", "foreign_host", "foreign_origin"]
+__all__ = ["AccessList", "checked_networks", "foreign_host", "foreign_origin", "local_names"]
 
 
 def checked_networks(allow: Iterable[str]) -> list[str]:

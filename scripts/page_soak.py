@@ -7,7 +7,9 @@ does anyway). Then Chromium (Debian's, driven by playwright) opens the page: its
 ``--seconds`` like a finger (a move every 16 ms at most) while another thread sends
 ``/engine/gain`` over OSC ten times a second; each value's arrival on the page against its send
 time is the update latency (OSC in, applied at a block boundary, pushed on the WebSocket,
-shown). Xruns are JACK's own (its log's ``XRun`` lines) and the server's (``/stats``).
+shown), and each dragged value the server pushes back, against when the page sent it, the round
+trip (page to server, applied, back). Xruns are JACK's own (its log's ``XRun`` lines) and the
+server's (``/stats``).
 
     python scripts/page_soak.py --block 256 --seconds 60
 """
@@ -80,6 +82,7 @@ def main() -> int:
             after, jack_xruns = osc.stats(), count_xruns(log) - xrun_lines
             meters = page.evaluate("window.bendserver.meters") - meters_before
             arrivals = page.evaluate("window.bendserver.log")
+            sends = page.evaluate("window.bendserver.sent")
             final = osc.ask("/get/bend/mask/prob")[0]
             shown = float(page.locator(SLIDER).input_value())
             browser.close()
@@ -90,6 +93,7 @@ def main() -> int:
         if path == PROBE and round(value, 5) in sent
     ]
     echoes = [a for a in arrivals if a[0] == "/bend/mask/prob"]
+    round_trips = round_trip_ms(sends, echoes)
     span = (echoes[-1][2] - echoes[0][2]) / 1e3 if len(echoes) > 1 else 0.0
     print(f"block {args.block}, {args.seconds:g} s of dragging ({moves} moves)")
     print(f"page load: {load_ms:.0f} ms to controls built ({ready_ms:.0f} ms after navigation)")
@@ -102,6 +106,12 @@ def main() -> int:
             f"OSC -> page latency ({len(latency)} of {len(sent)} values): "
             f"p50 {p50:.1f} ms, max {top:.1f} ms"
         )
+    if round_trips:
+        print(
+            f"page -> server -> page (a dragged value back as applied, {len(round_trips)} of "
+            f"{len(sends)} sent): p50 {np.percentile(round_trips, 50):.1f} ms, "
+            f"max {max(round_trips):.1f} ms"
+        )
     print(
         f"xruns without the page, {args.seconds:g} s before: JACK {quiet_xruns[0]}, "
         f"server {quiet_xruns[1]}"
@@ -113,6 +123,23 @@ def main() -> int:
     )
     print(f"slider ended at {shown:.4f}, server has {final:.4f}")
     return 0
+
+
+def round_trip_ms(sends: list, echoes: list) -> list[float]:
+    """For each value of the slider pushed back to the page, the time since the page sent it
+    (values compared as the float32 they travel as; a value sent again counts from its last
+    send before the echo; coalesced values never come back)."""
+    last: dict[float, float] = {}
+    times, index = [], 0
+    ordered = sorted((s for s in sends if s[0] == "/bend/mask/prob"), key=lambda s: s[2])
+    for _, value, arrived in echoes:
+        while index < len(ordered) and ordered[index][2] <= arrived:
+            last[float(np.float32(ordered[index][1]))] = ordered[index][2]
+            index += 1
+        sent = last.pop(float(np.float32(value)), None)
+        if sent is not None:
+            times.append(arrived - sent)
+    return times
 
 
 def drag(page, seconds: float) -> int:

@@ -63,6 +63,7 @@ const state = {
   tree: null,
   versions: [],
   log: [],               // arrivals of pushed values, for measurements: [path, value, epoch ms]
+  sent: [],              // values sent, for measurements: [path, value, epoch ms]
 };
 window.bendserver = state;
 
@@ -79,7 +80,12 @@ function flush() {
   flushing = false;
   const socket = state.socket;
   if (!socket || socket.readyState !== WebSocket.OPEN) return;
-  for (const [path, args] of state.pending) socket.send(encodeOsc(path, args));
+  const now = performance.timeOrigin + performance.now();
+  for (const [path, args] of state.pending) {
+    socket.send(encodeOsc(path, args));
+    state.sent.push([path, args.length ? args[0].value : null, now]);
+  }
+  if (state.sent.length > 5000) state.sent.splice(0, 1000);
   state.pending.clear();
 }
 

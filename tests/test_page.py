@@ -244,7 +244,8 @@ def test_meters_come_over_the_websocket_at_their_rate(server):
     assert -60 < last["input"]["peak"] <= 0, "the demo is the input"
     assert last["compute_ms"]["budget"] == pytest.approx(1000 * 2048 / 48000, abs=1e-3)
     assert 0 < last["compute_ms"]["p50"] <= last["compute_ms"]["max"]
-    assert last["xruns"] == 0 and 0 <= last["limiting"] <= 1
+    assert 0 <= last["xruns"] <= server.counters()["xruns"], "the server's count so far"
+    assert 0 <= last["limiting"] <= 1
     assert len(last["spectrum"]) == 48 and max(last["spectrum"]) > -60
     assert len(last["scope"]) == 256
 

@@ -44,6 +44,7 @@ from .loader import DEFAULT_MODEL, add_versions, load_model
 from .osc import OscService
 from .osc.oscquery import OscQueryService
 from .presets import preset_for
+from .ui import Meters
 
 log = logging.getLogger("bendserver.serve")
 
@@ -158,9 +159,11 @@ class Server:
         if port is None:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
         name = f"bendserver {self.engine.model.name}"
+        meters = Meters(self.engine, self.counters)  # the control page's
         make = lambda p: OscQueryService(
-            self.controller, options.osc_host, p, self.osc.port, self.gate, name, options.zeroconf
-        )
+            self.controller, options.osc_host, p, self.osc.port, self.gate, name,
+            options.zeroconf, options.allow, self.osc.submit, meters,
+        )  # fmt: skip
         try:
             return make(port)
         except BendingError:
@@ -286,6 +289,8 @@ class Server:
             if self.oscquery is not None
             else "oscquery   off (--oscquery-port N serves the namespace to OSCQuery clients)"
         )
+        if self.oscquery is not None:
+            lines.append(f"page       {self.oscquery.url}/ui (the control page, in a browser)")
         networks = [str(n) for n in self.osc.receiver.networks]
         if self.osc.receiver.host not in ("127.0.0.1", "::1", "localhost"):
             lines.append(

@@ -165,7 +165,8 @@ def test_the_installed_package_carries_its_models_and_presets(tmp_path):
                for p in (root / "models").glob("*/*") if p.suffix != ".pyc"}  # fmt: skip
     assert {"bendserver/models/drive/model.py", "bendserver/models/wavae/strings.safetensors",
             "bendserver/models/drive/demo.flac"} <= shipped  # fmt: skip
-    assert not (modules | shipped | {"bendserver/presets/wavae.json"}) - names
+    page = {f"bendserver/ui/static/{name}" for name in ("index.html", "app.js", "style.css")}
+    assert not (modules | shipped | page | {"bendserver/presets/wavae.json"}) - names
     zipfile.ZipFile(wheel).extractall(tmp_path / "installed")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

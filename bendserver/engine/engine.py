@@ -45,6 +45,7 @@ from .cuda_graph import CudaGraphs
 from .fuse import OutputFuse
 from .state import BendingState, OpState, check_op_count
 from .stats import EngineStats
+from .tap import BlockTap
 from .timeline import Change, Timeline
 from .transfer import BlockTransfer
 
@@ -122,6 +123,8 @@ class StreamEngine:
         if not self._on_cpu:
             self._set_up_cuda(cuda_graph)
         self.stats = EngineStats()
+        #: Copies of each block in and out for a meter (None: no copies; see ``engine.tap``).
+        self.tap: BlockTap | None = None
         self._trace()
         #: The tensor in each weight slot (audio side; reading ``slot.data`` would allocate).
         self._current = {name: slot.data for name, slot in self._slots.items()}
@@ -331,6 +334,8 @@ class StreamEngine:
         out = self._mix_and_gain(dry, out)
         if self.fuse is not None:
             out = self.fuse.process(out)
+        if self.tap is not None:
+            self.tap.record(dry, out)
         self.time += self.block
         self.stats.record(time.perf_counter() - started, self._budget)
         return out

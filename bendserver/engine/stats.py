@@ -28,3 +28,10 @@ class EngineStats:
         times = self._times[:count] * 1e3
         p50, p99 = np.percentile(times, [50, 99])
         return {"p50_ms": float(p50), "p99_ms": float(p99), "max_ms": float(times.max())}
+
+    def recent_ms(self, since: int) -> np.ndarray:
+        """The compute times (ms) of the blocks after block count ``since`` (the newest ones
+        the ring still holds), for a meter that reads them as they come."""
+        count = max(0, min(self.blocks - since, len(self._times)))
+        order = np.arange(self.blocks - count, self.blocks) % len(self._times)
+        return self._times[order] * 1e3

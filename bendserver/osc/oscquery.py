@@ -5,6 +5,11 @@ instead of typing it (the Vidvox OSCQuery proposal). aiohttp serves the JSON nam
 (:mod:`bendserver.osc.namespace`), ``?HOST_INFO``, ``?<ATTRIBUTE>`` queries and, on the same port,
 the WebSocket where a client sends ``{"COMMAND": "LISTEN", "DATA": path}`` and receives each change
 of that value as a binary OSC message, and ``PATH_ADDED``/``PATH_REMOVED`` when ops come and go.
+A binary OSC message a client sends on the WebSocket is handled as one sent to the OSC port
+(coalesced, applied between blocks by the control worker). ``/ui`` is the control page
+(:mod:`bendserver.ui`), whose meters come over the same WebSocket (``{"COMMAND": "METERS"}``).
+Every request comes from a host the OSC port would take, names this machine in ``Host`` and, from
+a browser, comes from this server's own pages (``Origin``): see :mod:`bendserver.osc.access`.
 It runs on an asyncio loop in a thread of its own, on the control side: it reads the engine's
 pending state (never the audio's) and waits for the compute gate as the control worker does.
 The service is advertised over zeroconf as ``_oscjson._tcp``; where multicast does not work
@@ -18,6 +23,8 @@ import contextlib
 import json
 import logging
 import socket
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import ifaddr
@@ -29,6 +36,9 @@ from ..audio.gate import ComputeGate
 from ..control import Controller
 from ..errors import BendingError
 from ..threads import LoopThread
+from ..ui import Meters, page_files
+from .access import AccessList, foreign_host, foreign_origin, local_names
+from .intake import MAX_DATAGRAM
 from .namespace import Namespace, Node
 from .replies import encode
 
@@ -60,12 +70,16 @@ EXTENSIONS = {
     "HTML": False,
 }
 _WILDCARDS = ("", "0.0.0.0", "::")
+#: Meter snapshots a second, to each client that asked for them.
+METER_RATE = 15.0
 
 
 class OscQueryService(LoopThread):
     """Serves the OSCQuery namespace of ``controller`` on ``host:port`` (0: a port the OS
     chooses), describing the OSC server on ``osc_port`` of the same host. The port is bound
-    here, so a busy one is refused before anything starts."""
+    here, so a busy one is refused before anything starts. Clients connect from loopback or
+    the networks of ``allow``; ``submit(datagram, host)`` handles the OSC they send on the
+    WebSocket (None: ignored); ``meters`` feeds the page's meters."""
 
     def __init__(
         self,
@@ -76,8 +90,14 @@ class OscQueryService(LoopThread):
         gate: ComputeGate | None = None,
         name: str = "bendserver",
         advertise: bool = True,
+        allow: Iterable[str] = (),
+        submit: Callable[[bytes, str], None] | None = None,
+        meters: Meters | None = None,
     ) -> None:
         self.namespace = Namespace(controller)
+        self._access, self._names = AccessList(allow), local_names()
+        self._submit, self._meters = submit, meters
+        self._page = page_files()
         self.host, self.osc_port, self.name, self.advertise = host, osc_port, name, advertise
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         try:
@@ -92,6 +112,8 @@ class OscQueryService(LoopThread):
         self.advertised: bool | None = None
         self._admission = gate.admission() if gate is not None else None
         self._listeners: dict[web.WebSocketResponse, dict[str, list[Any] | None]] = {}
+        self._metered: set[web.WebSocketResponse] = set()  # clients that asked for meters
+        self._next_meters = 0.0
         self._seen: tuple | None = None  # the engine states last looked at
         self._paths: set[str] = set()  # the nodes of that state
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -138,7 +160,9 @@ class OscQueryService(LoopThread):
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._guard])
+        app.router.add_get("/ui", self._page_file)
+        app.router.add_get("/ui/{name:.*}", self._page_file)
         app.router.add_get("/{path:.*}", self._handle)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -150,6 +174,7 @@ class OscQueryService(LoopThread):
                 if self._listeners:
                     await asyncio.sleep(POLL)
                     await self._push_changes()
+                    await self._push_meters()
                 else:  # asleep until a client listens, or stop()
                     await self._woken.wait()
                     self._woken.clear()
@@ -167,6 +192,41 @@ class OscQueryService(LoopThread):
             self._admission.wait(0.05)
 
     # -- HTTP --------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Refuse a request from a host not allowed, for another name, or from another site."""
+        refusal = self._refusal(request)
+        if refusal is not None:
+            log.debug("OSCQuery refused a request: %s", refusal)
+            return web.Response(status=403, text=refusal)
+        return await handler(request)
+
+    def _refusal(self, request: web.Request) -> str | None:
+        """Why ``request`` is refused (None: it is not)."""
+        peer, host = request.remote or "", request.headers.get("Host")
+        origin = request.headers.get("Origin")
+        if not self._access.allows(peer):
+            return (
+                f"{peer} may not connect: only loopback and the networks given to serve's "
+                "--allow may"
+            )
+        if foreign_host(host, self._names):
+            return (
+                f"{host!r} does not name this machine: open {self.url}/ui (or this machine's "
+                "name or address)"
+            )
+        if foreign_origin(origin, host):
+            return f"a page from {origin} may not use this server: open {self.url}/ui"
+        return None
+
+    async def _page_file(self, request: web.Request) -> web.Response:
+        """The control page's files (``/ui``: the page itself)."""
+        name = request.match_info.get("name") or "index.html"
+        if name not in self._page:
+            return web.Response(status=404, text=f"the control page has no {name}; open /ui")
+        body, kind = self._page[name]
+        return web.Response(body=body, content_type=kind, headers={"Cache-Control": "no-cache"})
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.headers.get("Upgrade", "").lower() == "websocket":
@@ -193,7 +253,7 @@ class OscQueryService(LoopThread):
     # -- WebSocket: LISTEN, IGNORE, path changes ---------------------------------------------
 
     async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
-        client = web.WebSocketResponse()
+        client = web.WebSocketResponse(max_msg_size=MAX_DATAGRAM)
         await client.prepare(request)
         if not self._listeners:  # nobody followed the paths until now
             self._seen, self._paths = None, _nodes(self.namespace.methods())
@@ -204,12 +264,17 @@ class OscQueryService(LoopThread):
         try:
             async for message in client:
                 if message.type == WSMsgType.TEXT:
-                    self._command(listening, message.data)
+                    self._command(client, listening, message.data)
+                elif message.type == WSMsgType.BINARY and self._submit is not None:
+                    self._submit(message.data, request.remote or "")
         finally:
             self._listeners.pop(client, None)
+            self._metered.discard(client)
         return client
 
-    def _command(self, listening: dict[str, list[Any] | None], text: str) -> None:
+    def _command(
+        self, client: web.WebSocketResponse, listening: dict[str, list[Any] | None], text: str
+    ) -> None:
         try:
             command = json.loads(text)
             name, path = command["COMMAND"], str(command["DATA"])
@@ -221,6 +286,8 @@ class OscQueryService(LoopThread):
             listening[path] = self.namespace.value(path)
         elif name == "IGNORE":
             listening.pop(path, None)
+        elif name == "METERS" and self._meters is not None:
+            (self._metered.add if path == "on" else self._metered.discard)(client)
 
     async def _push_changes(self) -> None:
         """Send each client the values it listens to that changed, and the paths added or
@@ -249,6 +316,18 @@ class OscQueryService(LoopThread):
                     if value is not None and value != last:
                         listening[path] = value
                         await client.send_bytes(encode(path, value))
+
+    async def _push_meters(self) -> None:
+        """Send the meters to the clients that asked, :data:`METER_RATE` times a second."""
+        now = time.monotonic()
+        if not self._metered or self._meters is None or now < self._next_meters:
+            return
+        self._next_meters = max(self._next_meters + 1 / METER_RATE, now)
+        self._wait_gate()
+        text = json.dumps({"COMMAND": "METERS", "DATA": self._meters.snapshot()})
+        for client in list(self._metered):
+            with contextlib.suppress(ConnectionError):
+                await client.send_str(text)
 
     # -- zeroconf ----------------------------------------------------------------------------
 

@@ -59,6 +59,11 @@ class OscService:
         self.worker.start()
         self.realtime = set_realtime(CONTROL, self.worker.thread)
 
+    def submit(self, datagram: bytes, host: str) -> None:
+        """Handle a datagram that ``host`` sent another way (binary OSC on the OSCQuery
+        WebSocket) as if it came to the OSC port: coalesced, applied by the worker."""
+        self.receiver.put(datagram, host)
+
     def stop(self) -> None:
         """Stop the worker, then the intake; close the reply socket."""
         self.worker.stop()

@@ -1,0 +1,472 @@
+// The control page: controls built from the server's OSCQuery namespace (GET /), values and
+// path changes followed over its WebSocket (LISTEN, PATH_ADDED, PATH_REMOVED), changes sent
+// back as binary OSC on the same WebSocket, meters pushed by the server ({"COMMAND": "METERS"}).
+"use strict";
+
+// -- OSC: the few types the namespace uses (f, i, s), big-endian, 4-byte aligned ---------------
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function oscString(text) {
+  const bytes = encoder.encode(text);
+  const out = new Uint8Array((bytes.length + 4) & ~3);
+  out.set(bytes);
+  return out;
+}
+
+function encodeOsc(address, args) {
+  const parts = [oscString(address), oscString("," + args.map((a) => a.type).join(""))];
+  for (const arg of args) {
+    if (arg.type === "s") {
+      parts.push(oscString(arg.value));
+    } else {
+      const word = new DataView(new ArrayBuffer(4));
+      if (arg.type === "i") word.setInt32(0, arg.value);
+      else word.setFloat32(0, arg.value);
+      parts.push(new Uint8Array(word.buffer));
+    }
+  }
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) { out.set(part, at); at += part.length; }
+  return out.buffer;
+}
+
+function decodeOsc(buffer) {
+  const view = new DataView(buffer);
+  let at = 0;
+  const text = () => {
+    let end = at;
+    while (end < buffer.byteLength && view.getUint8(end) !== 0) end++;
+    const value = decoder.decode(new Uint8Array(buffer, at, end - at));
+    at = (end + 4) & ~3;
+    return value;
+  };
+  const address = text();
+  const tags = text().slice(1);
+  const args = [];
+  for (const tag of tags) {
+    if (tag === "f") { args.push(view.getFloat32(at)); at += 4; }
+    else if (tag === "i") { args.push(view.getInt32(at)); at += 4; }
+    else if (tag === "s") args.push(text());
+  }
+  return { address, args };
+}
+
+// -- the connection ------------------------------------------------------------------------------
+
+const state = {
+  socket: null,
+  controls: new Map(),   // FULL_PATH -> { show(args) }
+  pending: new Map(),    // FULL_PATH -> args, sent once per animation frame (newest wins)
+  tree: null,
+  versions: [],
+  log: [],               // arrivals of pushed values, for measurements: [path, value, epoch ms]
+  sent: [],              // values sent, for measurements: [path, value, epoch ms]
+};
+window.bendserver = state;
+
+let flushing = false;
+function send(path, args) {
+  state.pending.set(path, args);
+  if (!flushing) {
+    flushing = true;
+    requestAnimationFrame(flush);
+  }
+}
+
+function flush() {
+  flushing = false;
+  const socket = state.socket;
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  const now = performance.timeOrigin + performance.now();
+  for (const [path, args] of state.pending) {
+    socket.send(encodeOsc(path, args));
+    state.sent.push([path, args.length ? args[0].value : null, now]);
+  }
+  if (state.sent.length > 5000) state.sent.splice(0, 1000);
+  state.pending.clear();
+}
+
+function connect() {
+  const socket = new WebSocket(`ws://${location.host}/`);
+  socket.binaryType = "arraybuffer";
+  state.socket = socket;
+  socket.onopen = async () => {
+    setStatus(true);
+    await rebuild();
+    socket.send(JSON.stringify({ COMMAND: "METERS", DATA: "on" }));
+  };
+  socket.onmessage = (event) => {
+    if (typeof event.data === "string") {
+      const message = JSON.parse(event.data);
+      if (message.COMMAND === "METERS") showMeters(message.DATA);
+      else if (message.COMMAND === "PATH_ADDED" || message.COMMAND === "PATH_REMOVED") later();
+      return;
+    }
+    const { address, args } = decodeOsc(event.data);
+    state.log.push([address, args[0], performance.timeOrigin + performance.now()]);
+    if (state.log.length > 5000) state.log.splice(0, 1000);
+    const control = state.controls.get(address);
+    if (control) control.show(args);
+  };
+  socket.onclose = () => {
+    state.pending.clear();  // what was not sent is stale by the time the page reconnects
+    setStatus(false);
+    setTimeout(connect, 1000);
+  };
+}
+
+function setStatus(on) {
+  const status = document.getElementById("status");
+  status.textContent = on ? "live" : "disconnected";
+  status.className = "status " + (on ? "on" : "off");
+}
+
+let rebuildTimer = null;
+function later() {  // ops come and go in bursts (a preset): one rebuild after them
+  clearTimeout(rebuildTimer);
+  rebuildTimer = setTimeout(rebuild, 100);
+}
+
+// -- building the page from the namespace --------------------------------------------------------
+
+async function rebuild() {
+  const response = await fetch("/", { cache: "no-store" });
+  const tree = await response.json();
+  state.tree = tree;
+  state.controls.clear();
+  document.getElementById("model").textContent = (tree.DESCRIPTION || "").replace(/^bendserver: /, "");
+  const contents = tree.CONTENTS || {};
+  buildOutput(contents.engine);
+  buildOps(contents.bend);
+  buildMorph(contents.version, contents.interp);
+  buildPresets(contents.preset);
+  buildOther(contents);
+  const socket = state.socket;
+  for (const path of state.controls.keys()) {
+    socket.send(JSON.stringify({ COMMAND: "LISTEN", DATA: path }));
+  }
+  document.body.dataset.ready = String(performance.now());
+}
+
+function child(node, name) {
+  return node && node.CONTENTS ? node.CONTENTS[name] : undefined;
+}
+
+function writable(node) {
+  return node && (node.ACCESS & 2) === 2;
+}
+
+function element(tag, props = {}, ...children) {
+  const made = Object.assign(document.createElement(tag), props);
+  for (const c of children) made.append(c);
+  return made;
+}
+
+function label(node) {
+  return node.FULL_PATH.split("/").pop();
+}
+
+// One control for one method node: a slider for a bounded number, a switch for 0/1, a menu for
+// named values. Returns null for anything else.
+function control(node, name = label(node)) {
+  if (!writable(node)) return null;
+  const type = node.TYPE || "";
+  const range = (node.RANGE || [])[0] || {};
+  const path = node.FULL_PATH;
+  const row = element("div", { className: "control", title: node.DESCRIPTION || "" });
+  row.append(element("label", { textContent: name }));
+  if (type === "i" && range.MIN === 0 && range.MAX === 1) {
+    const box = element("input", { type: "checkbox", className: "switch" });
+    box.dataset.path = path;
+    box.onchange = () => send(path, [{ type: "i", value: box.checked ? 1 : 0 }]);
+    row.append(box, element("output"));
+    register(path, (args) => { box.checked = Number(args[0]) >= 0.5; });
+    return row;
+  }
+  if (type === "s" && range.VALS) {
+    const menu = element("select");
+    menu.dataset.path = path;
+    for (const value of range.VALS) menu.append(element("option", { value, textContent: value }));
+    menu.onchange = () => send(path, [{ type: "s", value: menu.value }]);
+    row.append(menu, element("output"));
+    register(path, (args) => { menu.value = args[0]; });
+    return row;
+  }
+  if ((type === "f" || type === "i") && isFinite(range.MIN) && isFinite(range.MAX)) {
+    return slider(node, row, range, type);
+  }
+  return null;
+}
+
+function slider(node, row, range, type) {
+  const path = node.FULL_PATH;
+  const input = element("input", { type: "range", min: range.MIN, max: range.MAX });
+  input.step = type === "i" ? 1 : "any";
+  input.dataset.path = path;
+  const shown = element("output");
+  shown.dataset.for = path;
+  let held = false;  // while a finger or the mouse holds it, the server's echo does not move it
+  input.addEventListener("pointerdown", () => { held = true; });
+  for (const end of ["pointerup", "pointercancel", "change"]) {
+    input.addEventListener(end, () => { held = false; });
+  }
+  input.addEventListener("input", () => {
+    const value = Number(input.value);
+    shown.textContent = format(value);
+    send(path, [{ type, value }]);
+  });
+  register(path, (args) => {
+    shown.textContent = format(args[0]);
+    if (!held) input.value = args[0];
+  });
+  row.append(input, shown);
+  return row;
+}
+
+function register(path, show) {
+  state.controls.set(path, { show });
+  const node = findNode(path);
+  if (node && node.VALUE) show(node.VALUE);
+}
+
+function findNode(path) {
+  let node = state.tree;
+  for (const part of path.split("/").filter(Boolean)) node = child(node, part);
+  return node;
+}
+
+function format(value) {
+  if (typeof value !== "number") return String(value);
+  const size = Math.abs(value);
+  return size >= 100 ? value.toFixed(0) : size >= 10 ? value.toFixed(1) : value.toFixed(3);
+}
+
+function fill(container, rows) {
+  container.replaceChildren(...rows.filter(Boolean));
+}
+
+function buildOutput(engine) {
+  const rows = ["gain", "mix", "bypass"].map((name) => child(engine, name)).filter(Boolean)
+    .map((node) => control(node));
+  const reset = child(engine, "reset");  // a method without arguments
+  if (reset) {
+    const button = element("button", { textContent: "reset", title: reset.DESCRIPTION || "" });
+    button.onclick = () => send(reset.FULL_PATH, []);
+    rows.push(element("div", { className: "control" }, element("label"), button));
+  }
+  fill(document.querySelector("#engine .controls"), rows);
+}
+
+function buildOps(bend) {
+  const ops = document.getElementById("ops");
+  const cards = [];
+  for (const [id, op] of Object.entries((bend && bend.CONTENTS) || {})) {
+    if (!op.CONTENTS) continue;  // /bend/add, /bend/remove, /bend/clear
+    const card = element("div", { className: "panel op" });
+    card.dataset.op = id;
+    const enable = child(op, "enable");
+    const title = element("h2", {}, element("span", { className: "op-title", textContent: id }));
+    title.firstChild.append(element("small", { textContent: (op.DESCRIPTION || "").replace(/^op /, "") }));
+    const remove = child(bend, "remove");
+    if (writable(remove)) {
+      title.append(element("button", {
+        textContent: "remove", title: `remove op ${id}`,
+        onclick: () => send(remove.FULL_PATH, [{ type: "s", value: id }]),
+      }));
+    }
+    card.append(title);
+    if (enable) {
+      card.append(control(enable, "on"));
+      const show = state.controls.get(enable.FULL_PATH).show;
+      register(enable.FULL_PATH, (args) => { show(args); card.classList.toggle("off", !Number(args[0])); });
+    }
+    for (const [name, param] of Object.entries(op.CONTENTS)) {
+      if (name !== "enable") card.append(control(param) || "");
+    }
+    cards.push(card);
+  }
+  ops.replaceChildren(...cards);
+}
+
+function buildPresets(preset) {
+  const load = child(preset, "load");
+  const save = child(preset, "save");
+  const section = document.getElementById("presets");
+  section.hidden = !writable(load) && !writable(save);
+  const list = document.getElementById("preset-list");
+  const names = (((load && load.RANGE) || [])[0] || {}).VALS || [];
+  list.replaceChildren(...names.map((value) => element("option", { value, textContent: value })));
+  document.getElementById("preset-load").onclick = () => {
+    if (list.value) send(load.FULL_PATH, [{ type: "s", value: list.value }]);
+  };
+  const name = document.getElementById("preset-name");
+  document.getElementById("preset-save").onclick = () => {
+    if (!name.value.trim()) return;
+    send(save.FULL_PATH, [{ type: "s", value: name.value.trim() }]);
+    setTimeout(rebuild, 500);  // the new name in the list
+  };
+}
+
+// -- versions: buttons, and an XY pad morphing between up to four of them (/interp) ------------
+
+const CORNERS = [[0, 0], [1, 0], [1, 1], [0, 1]];  // top left, top right, bottom right, left
+
+function buildMorph(version, interp) {
+  const names = ((((version || interp || {}).RANGE) || [])[0] || {}).VALS || [];
+  state.versions = names;
+  const section = document.getElementById("morph");
+  section.hidden = names.length < 2;
+  const buttons = document.getElementById("versions");
+  buttons.replaceChildren(...names.map((name) => {
+    const button = element("button", { textContent: name });
+    button.dataset.version = name;
+    button.onclick = () => send(version.FULL_PATH, [{ type: "s", value: name }]);
+    return button;
+  }));
+  if (version) register(version.FULL_PATH, (args) => markVersion({ [args[0]]: 1 }));
+  const pad = document.getElementById("pad");
+  const corners = cornerNames(names.slice(0, 4));
+  pad.querySelectorAll(".corner").forEach((c) => c.remove());
+  const seen = new Set();
+  corners.forEach((name, index) => {
+    if (seen.has(name)) return;
+    seen.add(name);
+    const [x, y] = CORNERS[index];
+    const tag = element("span", { className: "corner", textContent: name });
+    tag.dataset.version = name;
+    tag.style[x ? "right" : "left"] = "0";
+    tag.style[y ? "bottom" : "top"] = "0";
+    pad.append(tag);
+  });
+  pad.hidden = !writable(interp);
+  if (!writable(interp)) return;
+  const move = (event) => {
+    const box = pad.getBoundingClientRect();
+    const x = Math.min(1, Math.max(0, (event.clientX - box.left) / box.width));
+    const y = Math.min(1, Math.max(0, (event.clientY - box.top) / box.height));
+    const puck = document.getElementById("puck");
+    puck.style.left = `${100 * x}%`;
+    puck.style.top = `${100 * y}%`;
+    const weights = morphWeights(corners, x, y);
+    const args = [];
+    for (const [name, weight] of Object.entries(weights)) {
+      args.push({ type: "s", value: name }, { type: "f", value: weight });
+    }
+    send(interp.FULL_PATH, args);
+  };
+  pad.onpointerdown = (event) => { pad.setPointerCapture(event.pointerId); move(event); };
+  pad.onpointermove = (event) => { if (pad.hasPointerCapture(event.pointerId)) move(event); };
+  register(interp.FULL_PATH, (args) => {
+    const mix = {};
+    for (let i = 0; i + 1 < args.length; i += 2) mix[args[i]] = args[i + 1];
+    markVersion(mix);
+  });
+}
+
+// Which version sits at each corner: two versions left and right, three with the third along
+// the bottom, four one per corner.
+function cornerNames(names) {
+  if (names.length === 2) return [names[0], names[1], names[1], names[0]];
+  if (names.length === 3) return [names[0], names[1], names[2], names[2]];
+  return names;
+}
+
+// Bilinear weights of the corners at (x, y), summed per version.
+function morphWeights(corners, x, y) {
+  const weights = {};
+  corners.forEach((name, index) => {
+    const [cx, cy] = CORNERS[index];
+    const w = (cx ? x : 1 - x) * (cy ? y : 1 - y);
+    weights[name] = Math.round(1e4 * ((weights[name] || 0) + w)) / 1e4;
+  });
+  return weights;
+}
+
+function markVersion(mix) {
+  const text = Object.entries(mix).filter(([, w]) => w > 0)
+    .map(([name, w]) => `${name} ${(100 * w).toFixed(0)}%`).join(" · ");
+  document.getElementById("mix").textContent = text;
+  document.querySelectorAll("#morph [data-version]").forEach((el) => {
+    el.classList.toggle("on", (mix[el.dataset.version] || 0) >= 0.5);
+  });
+}
+
+// -- everything else writable the namespace has (attributes, sources added later) ---------------
+
+const SHOWN = new Set(["/engine", "/bend", "/version", "/interp", "/preset"]);
+
+function buildOther(contents) {
+  const rows = [];
+  const walk = (node) => {
+    if (SHOWN.has(node.FULL_PATH)) return;
+    if (node.CONTENTS) Object.values(node.CONTENTS).forEach(walk);
+    else if (node.TYPE) rows.push(control(node, node.FULL_PATH));
+  };
+  Object.values(contents).forEach(walk);
+  const section = document.getElementById("other");
+  fill(section.querySelector(".controls"), rows);
+  section.hidden = !rows.some(Boolean);
+}
+
+// -- meters --------------------------------------------------------------------------------------
+
+const FLOOR = -60;
+
+function fraction(db) {
+  return Math.min(1, Math.max(0, (db - FLOOR) / -FLOOR));
+}
+
+function setBar(meter, rms, peak, over = false) {
+  const bar = document.querySelectorAll("#meters .bar")[meter];
+  bar.querySelector(".rms") && (bar.querySelector(".rms").style.width = `${100 * rms}%`);
+  const mark = bar.querySelector(".peak");
+  if (bar.classList.contains("warn")) mark.style.width = `${100 * peak}%`;
+  else mark.style.left = `calc(${100 * Math.min(peak, 1)}% - 2px)`;
+  bar.classList.toggle("over", over);
+}
+
+function showMeters(m) {
+  setBar(0, fraction(m.input.rms), fraction(m.input.peak));
+  setBar(1, fraction(m.output.rms), fraction(m.output.peak));
+  document.getElementById("in-db").textContent = `${m.input.peak.toFixed(0)} dB`;
+  document.getElementById("out-db").textContent = `${m.output.peak.toFixed(0)} dB`;
+  setBar(2, 0, Math.min(1, m.limiting * 10));
+  document.getElementById("limit").textContent = `${(100 * m.limiting).toFixed(1)} %`;
+  const c = m.compute_ms;
+  setBar(3, c.p50 / c.budget, c.max / c.budget, c.max > c.budget);
+  document.getElementById("compute").textContent = `${c.p50.toFixed(2)}/${c.budget.toFixed(1)} ms`;
+  document.getElementById("compute").title = `p50 ${c.p50} ms, max ${c.max} ms, block ${c.budget} ms`;
+  const xruns = document.getElementById("xruns");
+  xruns.textContent = `xruns ${m.xruns}`;
+  xruns.classList.toggle("bad", m.xruns > 0);
+  document.getElementById("late").textContent = `late ${m.late}`;
+  document.getElementById("blocks").textContent = `blocks ${m.blocks}`;
+  drawSpectrum(m.spectrum, m.scope);
+  state.meters = (state.meters || 0) + 1;
+}
+
+function drawSpectrum(bands, scope) {
+  const canvas = document.getElementById("spectrum");
+  const g = canvas.getContext("2d");
+  const { width, height } = canvas;
+  g.clearRect(0, 0, width, height);
+  const step = width / bands.length;
+  g.fillStyle = "#4fb3a9";
+  bands.forEach((db, i) => {
+    const h = height * Math.min(1, Math.max(0, (db + 96) / 96));
+    g.fillRect(i * step + 1, height - h, step - 2, h);
+  });
+  g.strokeStyle = "rgba(255,255,255,.7)";
+  g.beginPath();
+  scope.forEach((v, i) => {
+    const x = (i / Math.max(1, scope.length - 1)) * width;
+    const y = height / 2 - (v * height) / 2;
+    if (i) g.lineTo(x, y); else g.moveTo(x, y);
+  });
+  g.stroke();
+}
+
+connect();

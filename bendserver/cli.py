@@ -38,6 +38,11 @@ def _blocks(text: str) -> list[int]:
     return [_positive(b) for b in text.split(",")]
 
 
+def _samples(text: str) -> int:
+    """An argument that is a whole number of samples, 0 or more."""
+    return 0 if text.strip() == "0" else _positive(text)
+
+
 def _sizes(text: str) -> list[int]:
     """Sizes separated by commas, or ``0`` for none."""
     return [] if text.strip() == "0" else _blocks(text)
@@ -96,7 +101,7 @@ def _render(args: argparse.Namespace) -> int:
     total = sum(info.duration for info in infos)
     with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
         for source, target, info in zip(inputs, targets, infos, strict=True):
-            model = load_model(args.model, args.device, search=args.models_dir)
+            model = load_model(args.model, args.device, args.models_dir, args.latency)
             add_versions(model, args.version)
             channels = 1 if args.mono else info.channels
             engine = StreamEngine(
@@ -142,11 +147,12 @@ def _info(args: argparse.Namespace) -> int:
     from .loader import load_model
 
     _probe(args)
-    model = load_model(args.model, search=args.models_dir)
+    model = load_model(args.model, search=args.models_dir, latency=args.latency)
     print(f"{model.name}: {model.description}")
     print(
         f"sample rate {model.sample_rate} Hz, block {model.block}, latency {model.latency} "
-        f"samples, versions {model.bended.versions}, preset {model.preset}"
+        f"samples ({model.latency_source}), versions {model.bended.versions}, "
+        f"preset {model.preset}"
     )
     for name, spec in model.methods.items():
         print(
@@ -187,6 +193,7 @@ def _bench(args: argparse.Namespace) -> int:
         args.models_dir,
         args.optimize,
         args.device,
+        args.latency,
     )
     apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
@@ -202,7 +209,9 @@ def _export(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if output.exists() and not args.force:
         raise BendingError(f"{output} exists: give --force to replace it")
-    attributes = export_model(args.model, output, args.preset, args.block, args.models_dir)
+    attributes = export_model(
+        args.model, output, args.preset, args.block, args.models_dir, args.latency
+    )
     print(f"wrote {output} (nn~ attributes: {', '.join(attributes) or 'none'})")
     return 0
 
@@ -213,7 +222,7 @@ def _stress(args: argparse.Namespace) -> int:
     if args.fuzz is not None:
         report = run_fuzz(
             args.model, args.preset, args.block[0], args.fuzz, args.rate, args.seed,
-            args.models_dir,
+            args.models_dir, args.latency,
         )  # fmt: skip
         print(format_fuzz(report))
         return 0 if report.ok else 1
@@ -229,6 +238,7 @@ def _stress(args: argparse.Namespace) -> int:
         args.seconds,
         progress,
         args.models_dir,
+        args.latency,
     )
     print(format_rows(rows))
     return 0
@@ -252,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also look for model names in DIR (repeatable; before $BENDSERVER_MODELS, your "
         "models folder and the shipped models)",
+    )
+    models.add_argument(
+        "--latency",
+        type=_samples,
+        metavar="N",
+        help="the model's latency in samples (default: its manifest's; a .ts file's is "
+        "measured at load, which this skips)",
     )
     trusting = argparse.ArgumentParser(add_help=False)
     trusting.add_argument(

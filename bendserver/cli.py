@@ -22,15 +22,21 @@ from .passes import OPTIMIZE_MODES
 NO_FUSE = "no output fuse (NaN guard, DC blocker, limiter): the model's output as it is"
 
 
-def _positive(text: str) -> int:
-    """An argument that is a whole number above 0."""
+def _whole(text: str, least: int) -> int:
+    """An argument that is a whole number of at least ``least``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"a whole number is expected, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a number above 0 is expected, got {value}")
+    if value < least:
+        bound = "above 0" if least == 1 else f"of at least {least}"
+        raise argparse.ArgumentTypeError(f"a number {bound} is expected, got {value}")
     return value
+
+
+def _positive(text: str) -> int:
+    """An argument that is a whole number above 0."""
+    return _whole(text, 1)
 
 
 def _blocks(text: str) -> list[int]:
@@ -40,7 +46,7 @@ def _blocks(text: str) -> list[int]:
 
 def _samples(text: str) -> int:
     """An argument that is a whole number of samples, 0 or more."""
-    return 0 if text.strip() == "0" else _positive(text)
+    return _whole(text, 0)
 
 
 def _sizes(text: str) -> list[int]:

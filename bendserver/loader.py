@@ -246,6 +246,7 @@ def _from_module(name: str, module: nn.Module) -> LoadedModel:
     return LoadedModel(
         name=name,
         bended=BendedModule(module),
+        latency_source="none given",
         methods=_methods(module) or {"forward": MethodSpec()},
     )
 

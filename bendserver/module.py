@@ -228,12 +228,14 @@ class BendedModule:
         return [node for node in activation_nodes(self._graph(fn)) if node.name not in inert]
 
     def _inert_nodes(self, fn: str | None) -> dict[str, str]:
-        """``fn``'s nodes that bending cannot change, with what to bend instead (cached per
+        """``fn``'s tensors that bending cannot change, with what to bend instead (cached per
         graph)."""
         graph = self._graph(fn)
         cached = self._inert.get(fn or "forward")
         if cached is None or cached[0] is not graph:
-            cached = self._inert[fn or "forward"] = (graph, inert_nodes(graph))
+            tensors = {node.name for node in activation_nodes(graph)}
+            inert = {k: v for k, v in inert_nodes(graph).items() if k in tensors}
+            cached = self._inert[fn or "forward"] = (graph, inert)
         return cached[1]
 
     def activation_shape(self, name: str, fn: str | None = None) -> torch.Size:
@@ -292,7 +294,7 @@ class BendedModule:
             prefix = "" if traced == "forward" else f"{traced}:"
             names += [prefix + a for a in self._matching_activations(pattern, traced)]
         if not names:
-            self._refuse_inert(key, fn)
+            self._refuse_inert(key, fn, pattern)
             everything = (
                 self.weight_names
                 + list(self.fold_layers)
@@ -318,9 +320,8 @@ class BendedModule:
             raise BendingError(f"key {key!r} matches no weight or activation{traced}{hint}")
         return names
 
-    def _refuse_inert(self, key: str, fn: str | None) -> None:
-        """Refuse a key naming nodes that bending cannot change, saying what to bend instead."""
-        _, pattern = self._split_key(key)
+    def _refuse_inert(self, key: str, fn: str | None, pattern: re.Pattern[str]) -> None:
+        """Refuse a key naming tensors that bending cannot change, saying what to bend instead."""
         for traced in [fn] if fn else list(self._graphs):
             for name, why in self._inert_nodes(traced).items():
                 if pattern.fullmatch(name):

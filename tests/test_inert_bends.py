@@ -133,3 +133,19 @@ def test_the_rule_reads_any_fx_graph_aten_copies_included():
     bent, _ = insert_ops(graph, [(destination.name, "op")])
     copied = next(n for n in bent.nodes if n.target is torch.ops.aten.copy_.default)
     assert copied.args[0].name == destination.name
+
+
+def test_a_tensor_changed_in_place_names_the_result_to_bend():
+    class Rectify(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(1, 2, 3)
+
+        def forward(self, x):
+            return self.conv(x).relu_() * 2
+
+    bended = tb.BendedModule(Rectify())
+    bended.trace(x=torch.zeros(1, 1, FRAMES))
+    assert bended.activation_names() == ["x", "relu_", "mul"]
+    with pytest.raises(tb.BendingError, match=r"in place \(conv\.relu_\(\)\); bend 'relu_'"):
+        bended.bend(tb.Scale(0.0), "conv")

@@ -41,11 +41,10 @@ def _reads_shape(user: torch.fx.Node) -> bool:
 def _instead(node: torch.fx.Node) -> str:
     """Why bending ``node`` changes nothing, and what to bend instead."""
     for writer in node.users:
-        if writes_into(writer, node) and _written(writer) is not None:
-            return (
-                f"it is only written into in place ({_call(writer)}); "
-                f"bend '{_written(writer).name}' (what is written into it) instead"
-            )
+        if writes_into(writer, node):
+            value = _written(writer)
+            instead = f"'{value.name}' (what is written into it)" if value else f"'{writer}'"
+            return f"it is only written into in place ({_call(writer)}); bend {instead} instead"
     if node.args and writes_into(node, node.args[0]) and _written(node) is not None:
         return (
             f"it is what {_call(node)} returns, and nothing reads it; bend "
@@ -62,8 +61,8 @@ def _written(writer: torch.fx.Node) -> torch.fx.Node | None:
 
 def _call(writer: torch.fx.Node) -> str:
     """An in-place write as code: ``cache.copy_(new)``."""
-    args = ", ".join(a.name if isinstance(a, torch.fx.Node) else repr(a) for a in writer.args[1:])
+    args = [a.name if isinstance(a, torch.fx.Node) else repr(a) for a in writer.args[1:]]
     if writer.op == "call_method":
-        return f"{writer.args[0].name}.{writer.target}({args})"
+        return f"{writer.args[0].name}.{writer.target}({', '.join(args)})"
     name = getattr(writer.target, "__name__", str(writer.target))
-    return f"{name}({writer.args[0].name}, {args})"
+    return f"{name}({', '.join([writer.args[0].name, *args])})"

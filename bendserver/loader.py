@@ -133,8 +133,8 @@ def load_model(
     latency: int | None = None,
 ) -> LoadedModel:
     """Load a model by name, a model folder, ``path/file.py:Class``, or wrap a module, with its
-    weights on ``device``; ``latency`` (samples) replaces the manifest's or the one a
-    TorchScript file's is measured as at load (:mod:`bendserver.latency`).
+    weights on ``device``. ``latency`` (samples) replaces the manifest's, or a TorchScript
+    file's measurement at load (:mod:`bendserver.latency`), which it skips.
 
     A bare name (``"drive"``) is looked up along the model search path (:mod:`bendserver.paths`:
     the folders in ``search``, ``$BENDSERVER_MODELS``, the user's models, the shipped ones). A
@@ -151,9 +151,13 @@ def load_model(
 
 
 def _load(
-    source: str | Path | nn.Module, device: str | torch.device, search: Iterable[str | Path],
+    source: str | Path | nn.Module,
+    device: str | torch.device,
+    search: Iterable[str | Path],
     measure: bool,
-) -> LoadedModel:  # fmt: skip
+) -> LoadedModel:
+    """:func:`load_model` of a source that is not loaded yet; ``measure``: a TorchScript
+    file's latency."""
     if isinstance(source, nn.Module):
         return _from_module(type(source).__name__, source)
     device = resolve_device(device)

@@ -45,11 +45,13 @@ def bench_blocks(
     search: Sequence[str] = (),
     optimize: str = "passes",
     device: str = "cpu",
+    latency: int | None = None,
 ) -> dict[str, Any]:
     """Engine vs raw eager for each block size (``search``: more model folders), the engine
-    with ``optimize none`` and ``optimize``, on ``device``."""
+    with ``optimize none`` and ``optimize``, on ``device``; ``latency``: the model's, given
+    (:func:`bendserver.loader.load_model`)."""
     return {
-        str(block): bench_block(model, block, calls, preset, search, optimize, device)
+        str(block): bench_block(model, block, calls, preset, search, optimize, device, latency)
         for block in blocks
     }
 
@@ -62,9 +64,11 @@ def bench_block(
     search: Sequence[str] = (),
     optimize: str = "passes",
     device: str = "cpu",
+    latency: int | None = None,
 ) -> dict[str, Any]:
     """One block size: raw eager and the engines, called in turn (see the module)."""
-    raw_model = load_model(model, device, search=search)
+    raw_model = load_model(model, device, search, latency)
+    latency = raw_model.latency  # measured once
     preset = preset_for(raw_model, preset)
     on_cuda = resolve_device(device).type == "cuda"
     runners = {"cuda graph": True, "eager cuda": False} if on_cuda else {"": False}
@@ -74,7 +78,7 @@ def bench_block(
             for runner, captured in runners.items():
                 name = f"engine{f' + preset {bending}' if bending else ' unbended'} ({mode}"
                 engines[f"{name}{f', {runner}' if runner else ''})"] = StreamEngine(
-                    load_model(model, device, search=search),
+                    load_model(model, device, search, latency),
                     block=block,
                     preset=bending,
                     optimize=mode,
@@ -106,7 +110,8 @@ def bench_block(
     for entry in stats.values():
         entry["ratio_p50"] = entry["p50_ms"] / raw_p50
         entry["realtime_x"] = duration_ms / entry["p50_ms"]
-    return {"block_ms": duration_ms, "runs": stats}
+    source = raw_model.latency_source
+    return {"block_ms": duration_ms, "latency": latency, "latency_source": source, "runs": stats}
 
 
 class _WideStack(nn.Module):
@@ -161,7 +166,10 @@ def _micros(samples: Sequence[float]) -> dict[str, float]:
 def format_results(results: dict[str, Any], apply: list[dict]) -> str:
     lines = []
     for block, entry in results.items():
-        lines.append(f"block {block} ({entry['block_ms']:.2f} ms of audio)")
+        lines.append(
+            f"block {block} ({entry['block_ms']:.2f} ms of audio), model latency "
+            f"{entry['latency']} samples ({entry['latency_source']})"
+        )
         lines.append(
             f"  {'':52} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'/ raw':>7} {'x realtime':>11}"
         )

@@ -22,20 +22,31 @@ from .passes import OPTIMIZE_MODES
 NO_FUSE = "no output fuse (NaN guard, DC blocker, limiter): the model's output as it is"
 
 
-def _positive(text: str) -> int:
-    """An argument that is a whole number above 0."""
+def _whole(text: str, least: int) -> int:
+    """An argument that is a whole number of at least ``least``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"a whole number is expected, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a number above 0 is expected, got {value}")
+    if value < least:
+        bound = "above 0" if least == 1 else f"of at least {least}"
+        raise argparse.ArgumentTypeError(f"a number {bound} is expected, got {value}")
     return value
+
+
+def _positive(text: str) -> int:
+    """An argument that is a whole number above 0."""
+    return _whole(text, 1)
 
 
 def _blocks(text: str) -> list[int]:
     """Block sizes separated by commas (``256,2048``)."""
     return [_positive(b) for b in text.split(",")]
+
+
+def _samples(text: str) -> int:
+    """An argument that is a whole number of samples, 0 or more."""
+    return _whole(text, 0)
 
 
 def _sizes(text: str) -> list[int]:
@@ -96,7 +107,7 @@ def _render(args: argparse.Namespace) -> int:
     total = sum(info.duration for info in infos)
     with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
         for source, target, info in zip(inputs, targets, infos, strict=True):
-            model = load_model(args.model, args.device, search=args.models_dir)
+            model = load_model(args.model, args.device, args.models_dir, args.latency)
             add_versions(model, args.version)
             channels = 1 if args.mono else info.channels
             engine = StreamEngine(
@@ -142,11 +153,12 @@ def _info(args: argparse.Namespace) -> int:
     from .loader import load_model
 
     _probe(args)
-    model = load_model(args.model, search=args.models_dir)
+    model = load_model(args.model, search=args.models_dir, latency=args.latency)
     print(f"{model.name}: {model.description}")
     print(
         f"sample rate {model.sample_rate} Hz, block {model.block}, latency {model.latency} "
-        f"samples, versions {model.bended.versions}, preset {model.preset}"
+        f"samples ({model.latency_source}), versions {model.bended.versions}, "
+        f"preset {model.preset}"
     )
     for name, spec in model.methods.items():
         print(
@@ -187,6 +199,7 @@ def _bench(args: argparse.Namespace) -> int:
         args.models_dir,
         args.optimize,
         args.device,
+        args.latency,
     )
     apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
@@ -202,7 +215,9 @@ def _export(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if output.exists() and not args.force:
         raise BendingError(f"{output} exists: give --force to replace it")
-    attributes = export_model(args.model, output, args.preset, args.block, args.models_dir)
+    attributes = export_model(
+        args.model, output, args.preset, args.block, args.models_dir, args.latency
+    )
     print(f"wrote {output} (nn~ attributes: {', '.join(attributes) or 'none'})")
     return 0
 
@@ -213,7 +228,7 @@ def _stress(args: argparse.Namespace) -> int:
     if args.fuzz is not None:
         report = run_fuzz(
             args.model, args.preset, args.block[0], args.fuzz, args.rate, args.seed,
-            args.models_dir,
+            args.models_dir, args.latency,
         )  # fmt: skip
         print(format_fuzz(report))
         return 0 if report.ok else 1
@@ -229,6 +244,7 @@ def _stress(args: argparse.Namespace) -> int:
         args.seconds,
         progress,
         args.models_dir,
+        args.latency,
     )
     print(format_rows(rows))
     return 0
@@ -252,6 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="also look for model names in DIR (repeatable; before $BENDSERVER_MODELS, your "
         "models folder and the shipped models)",
+    )
+    models.add_argument(
+        "--latency",
+        type=_samples,
+        metavar="N",
+        help="the model's latency in samples (default: its manifest's; a .ts file's is "
+        "measured at load, which this skips)",
     )
     trusting = argparse.ArgumentParser(add_help=False)
     trusting.add_argument(

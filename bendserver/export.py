@@ -40,11 +40,13 @@ def export_model(
     preset: str | Path | Preset | None = None,
     block: int | None = None,
     search: Iterable[str | Path] = (),
+    latency: int | None = None,
 ) -> list[str]:
     """Write ``model`` bended by ``preset`` (ops, version or interpolation; not the host's gain,
     mix nor fuse) to ``output`` as an nn~ file, for blocks of ``block`` samples (default: the
-    model's) where it is a Python model. Returns the file's attributes."""
-    loaded = load_model(model, search=search)
+    model's) where it is a Python model (``latency``: given, not measured at load). Returns the
+    file's attributes."""
+    loaded = load_model(model, search=search, latency=latency)
     block = int(loaded.block if block is None else block)
     bended = loaded.bended
     _check_block(loaded, block)

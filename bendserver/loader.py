@@ -24,6 +24,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from .errors import BendingError
+from .latency import PROBE_SECONDS, measure_latency
 from .module import BendedModule
 from .paths import model_search_path
 from .readers import expect, optional, read_toml
@@ -55,6 +56,8 @@ class LoadedModel:
     #: Blocks the model can stream are multiples of this (its total stride).
     block_multiple: int = 1
     latency: int = 0
+    #: Where ``latency`` comes from (the manifest, measured at load, given), shown with it.
+    latency_source: str = "manifest"
     methods: dict[str, MethodSpec] = field(default_factory=lambda: {"forward": MethodSpec()})
     description: str = ""
     path: Path | None = None
@@ -127,9 +130,11 @@ def load_model(
     source: str | Path | nn.Module | LoadedModel,
     device: str | torch.device = "cpu",
     search: Iterable[str | Path] = (),
+    latency: int | None = None,
 ) -> LoadedModel:
     """Load a model by name, a model folder, ``path/file.py:Class``, or wrap a module, with its
-    weights on ``device``.
+    weights on ``device``. ``latency`` (samples) replaces the manifest's, or a TorchScript
+    file's measurement at load (:mod:`bendserver.latency`), which it skips.
 
     A bare name (``"drive"``) is looked up along the model search path (:mod:`bendserver.paths`:
     the folders in ``search``, ``$BENDSERVER_MODELS``, the user's models, the shipped ones). A
@@ -137,6 +142,22 @@ def load_model(
     """
     if isinstance(source, LoadedModel):
         return source
+    if latency is not None and (type(latency) is not int or latency < 0):
+        raise BendingError(f"a latency is a whole number of samples from 0, got {latency!r}")
+    model = _load(source, device, search, latency is None)
+    if latency is not None:
+        model.latency, model.latency_source = int(latency), "given"
+    return model
+
+
+def _load(
+    source: str | Path | nn.Module,
+    device: str | torch.device,
+    search: Iterable[str | Path],
+    measure: bool,
+) -> LoadedModel:
+    """:func:`load_model` of a source that is not loaded yet; ``measure``: a TorchScript
+    file's latency."""
     if isinstance(source, nn.Module):
         return _from_module(type(source).__name__, source)
     device = resolve_device(device)
@@ -147,7 +168,7 @@ def load_model(
         return _from_module(class_name, module)
     path = model_location(text, search) or Path(text)
     if path.suffix in TORCHSCRIPT_SUFFIXES and path.is_file():
-        return _from_torchscript(path, device)
+        return _from_torchscript(path, device, measure)
     if not (path / "manifest.toml").is_file():
         folders = model_search_path(search)
         known = sorted({p.parent.name for f in folders for p in f.glob("*/manifest.toml")})
@@ -229,6 +250,7 @@ def _from_module(name: str, module: nn.Module) -> LoadedModel:
     return LoadedModel(
         name=name,
         bended=BendedModule(module),
+        latency_source="none given",
         methods=_methods(module) or {"forward": MethodSpec()},
     )
 
@@ -245,11 +267,11 @@ def _methods(module: nn.Module, names: list[str] | None = None) -> dict[str, Met
     return methods
 
 
-def _from_torchscript(path: Path, device: torch.device) -> LoadedModel:
+def _from_torchscript(path: Path, device: torch.device, measure: bool = True) -> LoadedModel:
     """An nn~ TorchScript file (RAVE's ``export --streaming``, an ``nn_tilde.Module``): its
     methods from ``get_methods()`` (else every ``<method>_params`` buffer), its rate from
-    ``sr``; ``set_sample_rate`` is called as nn~ does. Weights bend in place; activations need
-    the Python model."""
+    ``sr``; ``set_sample_rate`` is called as nn~ does; its latency measured (unless
+    ``measure`` is false: given). Weights bend in place; activations need the Python model."""
     try:
         module = torch.jit.load(str(path), map_location=device)
     except (RuntimeError, ValueError) as error:
@@ -268,19 +290,39 @@ def _from_torchscript(path: Path, device: torch.device) -> LoadedModel:
         module.set_sample_rate(sample_rate)
     attributes = list(module.get_attributes()) if hasattr(module, "get_attributes") else []
     ratios = [r for spec in methods.values() for r in (spec.in_ratio, spec.out_ratio)]
+    block = max(2048, math.lcm(*ratios))
+    latency, source = _measured(module, methods, block, sample_rate) if measure else (0, "")
     bended = BendedModule(module)
     bended.weight_bank.alias(path.stem)  # a version named after its file, as --version's are
     return LoadedModel(
         name=path.stem,
         bended=bended,
         sample_rate=sample_rate,
-        block=max(2048, math.lcm(*ratios)),
+        block=block,
         block_multiple=math.lcm(*ratios),
+        latency=latency,
+        latency_source=source,
         methods=methods,
         description=f"TorchScript file {path.name}",
         path=path,
         attributes=attributes,
     )
+
+
+def _measured(
+    module: nn.Module, methods: dict[str, MethodSpec], block: int, sample_rate: int
+) -> tuple[int, str]:
+    """The latency of ``forward`` measured at load and where it comes from, or 0 and why not."""
+    spec = methods.get("forward")
+    if spec is None or (spec.in_ratio, spec.out_ratio) != (1, 1):
+        return 0, "not measured: no audio-to-audio forward (give --latency)"
+    latency = measure_latency(module, "forward", spec.in_channels, block, sample_rate)
+    if latency is None:
+        return (
+            0,
+            f"not measured: an impulse changed nothing within {PROBE_SECONDS:g} s (give --latency)",
+        )
+    return latency, "measured at load"
 
 
 def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:

@@ -26,6 +26,7 @@ from .bending.base import BendingOp, BoundOp
 from .bending.config import BendingConfig
 from .bending.fold import FoldLayer, fold_layers, fold_states, folding_ops, reader_folds
 from .bending.graph import activation_nodes, graph_module, insert_ops
+from .bending.inert import inert_nodes
 from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
 from .errors import BendingError
 from .files import write_text
@@ -92,6 +93,8 @@ class BendedModule:
         self._leaf_modules = tuple(leaf_modules)
         self._traced_modules = tuple(traced_modules)
         self._graphs: dict[str, torch.fx.Graph] = {}
+        #: Per method: the graph and its nodes that bending cannot change (:mod:`.bending.inert`).
+        self._inert: dict[str, tuple[torch.fx.Graph, dict[str, str]]] = {}
         self._bends: list[_Bend] = []
         self._runners: dict[str, _Runner] = {}
         self._bound: dict[tuple[int, str, str], tuple[BendingOp, BoundOp]] = {}
@@ -217,7 +220,23 @@ class BendedModule:
         per-channel ops fold into, whatever ``fn``)."""
         if self.scripted:
             return list(self.fold_layers)
-        return [node.name for node in activation_nodes(self._graph(fn))]
+        return [node.name for node in self._bendable(fn)]
+
+    def _bendable(self, fn: str | None) -> list[torch.fx.Node]:
+        """The activation nodes of ``fn`` that an op can change the output through."""
+        inert = self._inert_nodes(fn)
+        return [node for node in activation_nodes(self._graph(fn)) if node.name not in inert]
+
+    def _inert_nodes(self, fn: str | None) -> dict[str, str]:
+        """``fn``'s tensors that bending cannot change, with what to bend instead (cached per
+        graph)."""
+        graph = self._graph(fn)
+        cached = self._inert.get(fn or "forward")
+        if cached is None or cached[0] is not graph:
+            tensors = {node.name for node in activation_nodes(graph)}
+            inert = {k: v for k, v in inert_nodes(graph).items() if k in tensors}
+            cached = self._inert[fn or "forward"] = (graph, inert)
+        return cached[1]
 
     def activation_shape(self, name: str, fn: str | None = None) -> torch.Size:
         return self._activation(name, fn).meta["shape"]
@@ -233,7 +252,7 @@ class BendedModule:
         if self.scripted:
             rows = [(f.name, f.kind, f.channels) for f in self.fold_layers.values()]
             return _emit(tabulate(rows, headers=("name", "layer", "channels")), out)
-        rows = [(n.name, n.op, n.meta["shape"]) for n in activation_nodes(self._graph(fn))]
+        rows = [(n.name, n.op, n.meta["shape"]) for n in self._bendable(fn)]
         return _emit(tabulate(rows, headers=("name", "node", "shape")), out)
 
     def get_activations(
@@ -275,6 +294,7 @@ class BendedModule:
             prefix = "" if traced == "forward" else f"{traced}:"
             names += [prefix + a for a in self._matching_activations(pattern, traced)]
         if not names:
+            self._refuse_inert(key, fn, pattern)
             everything = (
                 self.weight_names
                 + list(self.fold_layers)
@@ -299,6 +319,13 @@ class BendedModule:
             )
             raise BendingError(f"key {key!r} matches no weight or activation{traced}{hint}")
         return names
+
+    def _refuse_inert(self, key: str, fn: str | None, pattern: re.Pattern[str]) -> None:
+        """Refuse a key naming tensors that bending cannot change, saying what to bend instead."""
+        for traced in [fn] if fn else list(self._graphs):
+            for name, why in self._inert_nodes(traced).items():
+                if pattern.fullmatch(name):
+                    raise BendingError(f"key {key!r}: bending '{name}' would change nothing: {why}")
 
     def _split_key(self, key: str) -> tuple[str | None, re.Pattern[str]]:
         match = _FN_KEY.fullmatch(key)

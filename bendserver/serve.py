@@ -90,6 +90,7 @@ class ServeOptions:
     device: str = "cpu"  #: where the model runs: cpu, cuda or cuda:N
     models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
     version: list[str] = field(default_factory=list)  #: weight files added as versions
+    latency: int | None = None  #: the model's latency in samples (None: its own, or measured)
 
 
 class Server:
@@ -243,7 +244,7 @@ class Server:
 
     def counters(self) -> dict[str, float]:
         """The server's counters (audio and OSC), as /stats adds them to the engine's."""
-        counters = {**self.callback.counters(), **self.osc.counters()}
+        counters = {"latency": self.latency, **self.callback.counters(), **self.osc.counters()}
         if self.processor.mode == "threaded":
             counters["overruns"] = self.processor.overruns
         if self.recorder is not None:
@@ -270,7 +271,9 @@ class Server:
             f"block      {engine.block} (device block {self.device_block}), "
             f"{options.latency_mode} mode, graph optimised: {engine.optimize}",
             *(f"compile    {report}" for report in engine.compile_report),
-            f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own",
+            f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own: the "
+            f"model's {engine.latency} ({engine.model.latency_source}) and the "
+            f"{options.latency_mode} path's {self.processor.latency}",
             f"osc        listening on {self.osc.receiver.host}:{self.osc.port} "
             f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "
             f"{options.reply_host or 'the sender'}:{options.reply_port}",
@@ -323,7 +326,7 @@ class Server:
 def _engine(options: ServeOptions) -> StreamEngine:
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
-    model = load_model(options.model, options.device, search=options.models_dir)
+    model = load_model(options.model, options.device, options.models_dir, options.latency)
     add_versions(model, options.version)
     preset = preset_for(model, options.preset)
     channels = options.channels or _file_channels(options.input)

@@ -80,19 +80,21 @@ def run_stress(
     seconds: float,
     progress: Callable[[Row], None] = lambda row: None,
     search: list[str] | None = None,
+    latency: int | None = None,
 ) -> list[Row]:
-    """Measure every (block, load), calling ``progress`` with each row; returns the rows."""
+    """Measure every (block, load), calling ``progress`` with each row; returns the rows
+    (``latency``: the model's, given to the loads)."""
     _need_jack()
     unknown = sorted(set(loads) - {*LOADS, REFERENCE})
     if unknown:
         raise BendingError(f"unknown loads {unknown}: choose from {sorted([*LOADS, REFERENCE])}")
     search = search or []
-    ranges = _parameters(model, preset, search)
+    ranges = _parameters(model, preset, search, latency)
     served = [load for load in loads if load != REFERENCE]
     rows: list[Row] = []
     for block in blocks:
         with _jack(block) as name:
-            with _served(model, preset, block, name, search) as osc:
+            with _served(model, preset, block, name, search, latency=latency) as osc:
                 for load in served:
                     rows.append(_measure(osc, block, load, seconds, ranges))
                     progress(rows[-1])
@@ -113,12 +115,14 @@ def format_rows(rows: list[Row]) -> str:
     return tabulate(table, headers=headers, floatfmt=".2f")
 
 
-def _parameters(model: str, preset: str | None, search: list[str]) -> list[tuple]:
+def _parameters(
+    model: str, preset: str | None, search: list[str], latency: int | None = None
+) -> list[tuple]:
     """The addresses the client sends: each parameter of the preset's ops, in its range (capped
     to musical values), and the output gain."""
     from .bending.ops import OPS
 
-    loaded = load_model(model, search=search)
+    loaded = load_model(model, search=search, latency=latency)
     chosen = preset_for(loaded, preset)
     ranges = [("/engine/gain", 0.5, 1.0)]
     if chosen is not None:
@@ -253,6 +257,7 @@ def _served(
     jack: str | None,
     search: list[str],
     home: str | None = None,
+    latency: int | None = None,
 ) -> Iterator[_Osc]:
     """``bendserver serve`` on the JACK server ``jack`` (None: the null backend), in its own
     process, until the block ends; its output is read on (the last lines kept), so that it
@@ -268,6 +273,7 @@ def _served(
         "--audio", "jack" if jack else "null", "--block", str(block), "--osc-port", str(port),
         "--reply-port", str(replies.getsockname()[1]), *(["-p", preset] if preset else []),
         *(word for folder in search for word in ("--models-dir", folder)),
+        *(["--latency", str(latency)] if latency is not None else []),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if jack:
@@ -342,6 +348,7 @@ def run_fuzz(
     rate: float = 10000.0,
     seed: int = 0,
     search: list[str] | None = None,
+    latency: int | None = None,
 ) -> FuzzReport:
     """Fuzz a live server (JACK dummy clock, a fresh user folder) for ``seconds`` at ``rate``
     datagrams a second, from 127.0.0.1 only (:mod:`bendserver.osc.fuzzgen`)."""
@@ -351,7 +358,7 @@ def run_fuzz(
     with contextlib.ExitStack() as stack:
         home = stack.enter_context(tempfile.TemporaryDirectory(prefix="bendserver-fuzz-"))
         jack = stack.enter_context(_jack(block)) if _has_jack() else None
-        osc = stack.enter_context(_served(model, preset, block, jack, search or [], home))
+        osc = stack.enter_context(_served(model, preset, block, jack, search or [], home, latency))
         return _fuzz(osc, report)
 
 

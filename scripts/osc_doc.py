@@ -72,7 +72,8 @@ NOTES = """
 | `/preset/saved name` | `/preset/save name` |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |
 
-`/stats` keys: `blocks` (blocks computed), `xruns` (device under/overflows reported to the audio
+`/stats` keys: `blocks` (blocks computed), `latency` (samples from input to output before the
+device's own, as the banner prints), `xruns` (device under/overflows reported to the audio
 callback), `missed` (threaded mode: outputs not ready in time), `callback_errors`, `received`
 (datagrams from allowed hosts), `coalesced` (parameter values replaced by a newer value of the
 same address before they applied), `dropped` (messages lost; it stays 0 on a server sized for

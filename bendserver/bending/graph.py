@@ -38,12 +38,27 @@ _INPLACE_FUNCTIONS = {
 
 
 def writes_into(user: torch.fx.Node, node: torch.fx.Node) -> bool:
-    """True when ``user`` mutates ``node`` in place (``node.add_(...)``, ``node[i] = ...``)."""
+    """True when ``user`` mutates ``node`` in place (``node.add_(...)``, ``node[i] = ...``,
+    ``torch.Tensor.copy_(node, ...)``, ``aten.copy_(node, ...)``: any fx graph's forms)."""
     if not user.args or user.args[0] is not node:
         return False
     if user.op == "call_method":
-        return user.target.endswith("_") and not user.target.endswith("__")
-    return user.op == "call_function" and user.target in _INPLACE_FUNCTIONS
+        return _inplace_name(user.target)
+    if user.op != "call_function":
+        return False
+    if user.target in _INPLACE_FUNCTIONS:
+        return True
+    schema = getattr(user.target, "_schema", None)  # an aten operator overload
+    if schema is not None:
+        first = schema.arguments[0] if schema.arguments else None
+        return bool(first and first.alias_info and first.alias_info.is_write)
+    name = getattr(user.target, "__name__", None) or getattr(user.target, "_opname", "")
+    return _inplace_name(str(name))
+
+
+def _inplace_name(name: str) -> bool:
+    """``add_``, ``copy_``: torch's names of in-place methods (not ``__iadd__``'s dunders)."""
+    return name.endswith("_") and not name.endswith("__")
 
 
 def activation_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:

@@ -234,12 +234,13 @@ def test_osc_sent_on_the_websocket_is_applied_as_osc(server, replies):
 def test_meters_come_over_the_websocket_at_their_rate(server):
     with connect(ws_url(server)) as client:
         client.send(json.dumps({"COMMAND": "METERS", "DATA": "on"}))
-        started = time.monotonic()
-        meters = [json.loads(client.recv(timeout=3)) for _ in range(8)]
-        rate = 7 / (time.monotonic() - started)
+        meters = [json.loads(client.recv(timeout=3))]
+        started = time.monotonic()  # from the first snapshot: the first may wait for a block
+        meters += [json.loads(client.recv(timeout=3)) for _ in range(10)]
+        rate = 10 / (time.monotonic() - started)
     assert all(m["COMMAND"] == "METERS" for m in meters)
     last = meters[-1]["DATA"]
-    assert 3 < rate < 25, f"{rate:.1f} snapshots a second (15 asked; a loaded machine may lag)"
+    assert 2 < rate < 25, f"{rate:.1f} snapshots a second (15 asked; a loaded machine may lag)"
     assert -60 < last["output"]["peak"] <= 0 and last["output"]["rms"] <= last["output"]["peak"]
     assert -60 < last["input"]["peak"] <= 0, "the demo is the input"
     assert last["compute_ms"]["budget"] == pytest.approx(1000 * 2048 / 48000, abs=1e-3)

@@ -13,6 +13,7 @@ second there took the lock from the audio (163 xruns in 8 s at block 256, measur
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import os
 import select
@@ -48,6 +49,7 @@ class OscReceiver:
         self._wake_read, wake_write = os.pipe()
         flags = fcntl.fcntl(wake_write, fcntl.F_GETFL)
         fcntl.fcntl(wake_write, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        self._wake_write = os.dup(wake_write)  # ours: ``wake`` for in-process messages
         script = Path(intake.__file__)
         command = [sys.executable, str(script), host, str(port), str(rcvbuf), self.ring.path]
         command += [str(wake_write), coalescing, *allow]
@@ -84,9 +86,15 @@ class OscReceiver:
             self.process.stdout.close()
         if self._wake_read >= 0:
             os.close(self._wake_read)
+            os.close(self._wake_write)
             self._wake_read = -1
             self._final = self.ring.counters()  # what /stats and the summary read from now on
             self.ring.close()
+
+    def wake(self) -> None:
+        """Make a ``take`` waiting now return (the worker has an in-process message)."""
+        with contextlib.suppress(OSError):  # stopped, or the pipe full: a wake-up waits already
+            os.write(self._wake_write, b"w")
 
     def take(self, timeout: float) -> Letter | None:
         """The next datagram the intake forwards, or None after ``timeout`` seconds."""

@@ -266,9 +266,10 @@ def test_an_existing_port_by_name_plays_jack_midiseq_notes(jack, replies):
         stderr=subprocess.DEVNULL,
     )
     try:
-        listed = lambda: "bendseq:out" in subprocess.run(
-            ["jack_lsp", "-s", jack], capture_output=True, text=True
-        ).stdout
+        listed = lambda: (
+            "bendseq:out"
+            in subprocess.run(["jack_lsp", "-s", jack], capture_output=True, text=True).stdout
+        )
         assert until(listed, 5.0)
         with served(replies, midi="bendseq", preset="none") as server:
             assert server.midi.name.startswith("bendseq:out (JACK)")

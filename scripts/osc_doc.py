@@ -71,7 +71,8 @@ NOTES = """
 | `/list/<what> name ...` | `/list [what]` |
 | `/preset/saved name` | `/preset/save name` |
 | `/midi/learning address` | `/midi/learn address ...`: the next control moved is mapped |
-| `/midi/mapping address kind channel number low high curve invert ramp_ms` | `/midi/list`: one per mapping, then `/midi/list count port learning` |
+| `/midi/mapping address kind channel number low high curve invert ramp_ms` | `/midi/list` |
+| `/midi/list count port learning` | `/midi/list`, after one `/midi/mapping` per mapping |
 | `/midi/unmapped count` | `/midi/unmap [address]` |
 | `/midi/saved name` | `/midi/save name` |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |

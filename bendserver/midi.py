@@ -87,7 +87,7 @@ class MidiInput(LoopThread):
     def _run(self) -> None:
         import mido
 
-        take, stop, gate = self._in.get_message, self._stop, self.gate
+        take, stop, gate, worker = self._in.get_message, self._stop, self.gate, self.worker
         while not stop.is_set():
             if gate is not None:  # read between blocks: the audio has the interpreter meanwhile
                 gate.wait_computed(0.05)
@@ -96,16 +96,19 @@ class MidiInput(LoopThread):
                 time.sleep(POLL)
                 continue
             arrival = time.monotonic()
-            self.arrivals.append(arrival)
-            self.received += 1
-            try:
-                messages = self.controller.midi.translate(mido.Message.from_bytes(item[0]), arrival)
-            except (ValueError, TypeError):  # a message mido cannot read (a stray byte)
-                messages = []
-            if not messages:
-                self.ignored += 1
-            for address, args in messages:
-                self.worker.submit(Incoming(address, tuple(args)), LOCAL, arrival)
+            while item is not None:  # what came meanwhile (JACK: a period's worth at once)
+                self.arrivals.append(arrival)
+                self.received += 1
+                try:
+                    message = mido.Message.from_bytes(item[0])
+                    messages = self.controller.midi.translate(message, arrival)
+                except (ValueError, TypeError):  # a message mido cannot read (a stray byte)
+                    messages = []
+                self.ignored += not messages
+                for address, args in messages:  # coalesced in the inbox, one wake-up for all
+                    worker.submit(Incoming(address, tuple(args)), LOCAL, arrival, wake=False)
+                item = take()
+            worker.wake()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop polling and close the port."""

@@ -106,11 +106,17 @@ class ControlWorker(LoopThread):
         """Queue one datagram from ``host`` in the in-process inbox."""
         self.inbox.put(address_of(datagram), datagram, host, arrival)
 
-    def submit(self, message: Incoming, host: str, arrival: float = 0.0) -> None:
+    def submit(self, message: Incoming, host: str, arrival: float = 0.0, wake: bool = True) -> None:
         """Queue one parsed message from ``host`` (:data:`LOCAL` for an in-process source) in
-        the in-process inbox, from any thread."""
+        the in-process inbox, from any thread. ``wake`` False: the caller queues more, then
+        calls :meth:`wake` once (the inbox coalesces them meanwhile)."""
         address = message.address if message.timetag is None else None
         self.inbox.put(address, message, host, arrival)
+        if wake:
+            self.wake()
+
+    def wake(self) -> None:
+        """Have the worker look at the in-process inbox now."""
         if self.source is not self.inbox:
             self.source.wake()
 

@@ -14,6 +14,8 @@ from bendserver.control import Controller
 from bendserver.engine import StreamEngine
 from bendserver.errors import BendingError
 from bendserver.midimap import Mapping, MidiMap, read_mappings, write_mappings
+from bendserver.osc import Incoming, OscService
+from bendserver.osc.worker import LOCAL
 from bendserver.presets import PresetLibrary, read_preset
 from bendserver.serve import ServeOptions, Server
 
@@ -179,6 +181,33 @@ def test_a_program_change_loads_a_preset_by_its_place_in_the_list(controller, en
     assert engine.state.gain == 0.25
     with pytest.raises(BendingError, match=f"there are {len(names)} presets"):
         ctl.dispatch("/midi/program", [len(names)])
+
+
+def test_an_in_process_sender_wakes_the_worker_and_gets_no_replies(engine, caplog):
+    """MIDI's way in: the worker waits on the OSC intake; an in-process message wakes it at
+    once, its error is counted and logged once per address, and nothing is sent back."""
+    listener = Replies()
+    service = OscService(Controller(engine), port=0, reply_port=listener.port)
+    service.start()
+    try:
+        waits = []
+        for index in range(10):
+            value = 0.5 + index / 100
+            started = time.monotonic()
+            service.worker.submit(Incoming("/engine/gain", (value,)), LOCAL)
+            assert until(lambda v=value: engine.state.gain == v, 2.0)
+            waits.append(time.monotonic() - started)
+            time.sleep(0.02)  # the worker back to waiting on the intake
+        assert sorted(waits)[5] < 0.1, waits  # not the intake's 0.2 s timeout
+        for _ in range(3):
+            service.worker.submit(Incoming("/bend/nope/prob", (0.5,)), LOCAL)
+        assert until(lambda: service.worker.errors == 3)
+        assert listener.receive(timeout=0.3) == []
+        logged = [r.message for r in caplog.records if "/bend/nope/prob" in r.message]
+        assert len(logged) == 1 and "no op" in logged[0], logged
+    finally:
+        service.stop()
+        listener.close()
 
 
 # -- live, on real JACK MIDI ports ------------------------------------------------------------

@@ -191,7 +191,7 @@ class ControlWorker(LoopThread):
                 self.replies.send(host, "/error", [address, describe(error)])
             elif address not in self._logged and len(self._logged) < LOCAL_LOGGED:
                 self._logged.add(address)
-                log.warning("MIDI: %s: %s", address, describe(error))
+                log.warning("%s (from an in-process source): %s", address, describe(error))
             return
         self.handled += 1
         for reply, args in replies if host != LOCAL else ():

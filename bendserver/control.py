@@ -381,12 +381,12 @@ def _midi_mapping(ctl: Controller, address: str, source: list[Any], options: lis
     """A mapping to ``address`` from ``source`` (kind, channel, number), checked against what
     the address takes: a number or an on/off of a coalescing address (a parameter), a range
     inside the parameter's (its whole range by default), a ramp only where it ramps."""
-    entry = route(address).entry
+    match = route(address)
+    entry, path = match.entry, match.path
     arg = entry.schema.required[0] if len(entry.schema.required) == 1 else None
     if not entry.coalesce or arg is None or arg.kind not in ("number", "flag", "value"):
         raise BendingError(f"MIDI maps to parameters (see /list bends), not to {address}")
     low, high = arg.low, arg.high
-    path = route(address).path
     if "param" in path:
         param = ctl.engine.op(path["id"]).param(path["param"])
         low, high = param.low, param.high

@@ -70,7 +70,7 @@ class MidiInput(LoopThread):
         if not port:
             try:
                 self._in.open_virtual_port(PORT)
-            except (rtmidi.NotImplementedError, rtmidi.SystemError) as error:
+            except (NotImplementedError, rtmidi.RtMidiError) as error:  # Windows MM
                 raise BendingError(
                     f"MIDI ({self.api}) has no virtual ports ({error}): name an input with "
                     f"--midi PORT; inputs: {self._in.get_ports()}"
@@ -81,7 +81,10 @@ class MidiInput(LoopThread):
         if len(found) != 1:
             which = "no MIDI input" if not found else "several MIDI inputs"
             raise BendingError(f"{which} named like {port!r}; inputs: {names}")
-        self._in.open_port(found[0], PORT)
+        try:
+            self._in.open_port(found[0], PORT)
+        except rtmidi.RtMidiError as error:
+            raise BendingError(f"cannot open MIDI input {names[found[0]]!r}: {error}") from None
         return f"{names[found[0]]} ({self.api})"
 
     def _run(self) -> None:
@@ -126,10 +129,11 @@ def _open_api(rtmidi) -> tuple[str, object]:
     """A MIDI input client named ``bendserver``: on the JACK server that runs (the one
     ``JACK_DEFAULT_SERVER`` names), else on the system's own MIDI."""
     with _quiet_stderr():  # libjack and ALSA's library print their attempts
-        try:
-            return "JACK", rtmidi.MidiIn(rtmidi.API_UNIX_JACK, CLIENT, QUEUE)
-        except rtmidi.RtMidiError:
-            pass
+        if rtmidi.API_UNIX_JACK in rtmidi.get_compiled_api():  # else RtMidi picks another
+            try:
+                return "JACK", rtmidi.MidiIn(rtmidi.API_UNIX_JACK, CLIENT, QUEUE)
+            except rtmidi.RtMidiError:
+                pass
         try:
             midi_in = rtmidi.MidiIn(rtmidi.API_UNSPECIFIED, CLIENT, QUEUE)
         except rtmidi.RtMidiError as error:

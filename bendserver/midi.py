@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 
 from .audio.gate import ComputeGate
+from .audio.priority import CONTROL, set_realtime
 from .control import Controller
 from .errors import BendingError
 from .osc.packets import Incoming
@@ -112,6 +113,12 @@ class MidiInput(LoopThread):
                     worker.submit(Incoming(address, tuple(args)), LOCAL, arrival, wake=False)
                 item = take()
             worker.wake()
+
+    def start(self) -> None:
+        """Start polling, at the control worker's real-time priority where allowed (a thread
+        that takes the interpreter lock must not be preempted holding it: audio.priority)."""
+        super().start()
+        set_realtime(CONTROL, self.thread)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop polling and close the port."""

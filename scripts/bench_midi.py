@@ -148,6 +148,10 @@ class Probe:
     def prob(self) -> float:
         return dict(self.engine.applied_state.op("mask").params)["prob"]
 
+    def remove(self) -> None:
+        """The engine's own ``process`` back (the flood is measured without the probe)."""
+        del self.engine.process
+
 
 def serve(block: int, preset: str, home: str):
     from bendserver.serve import ServeOptions, Server
@@ -269,6 +273,7 @@ def main() -> None:
             probe = Probe(server.engine)
             time.sleep(1.0)  # past the first blocks
             latency(server, jack, probe, args.block, args.moves)
+            probe.remove()
             flood(server, jack, log, probe, args.rate, args.seconds, args.quiet)
             osc(server, "/preset/save", "midi-bench", 1)
             until(lambda: (Path(home) / "presets" / "midi-bench.json").is_file())

@@ -49,7 +49,13 @@ class MidiInput(LoopThread):
         gate: ComputeGate | None = None,
         port: str | None = None,
     ) -> None:
-        import rtmidi  # the server imports it only with --midi
+        try:
+            import rtmidi  # the server imports it only with --midi
+        except ImportError as error:  # on Linux its library needs ALSA's (libasound2)
+            raise BendingError(
+                f"MIDI needs python-rtmidi ({error}): pip install python-rtmidi; on Linux with "
+                "ALSA's library (Debian: libasound2)"
+            ) from None
 
         self.controller, self.worker, self.gate = controller, worker, gate
         self.api, self._in = _open_api(rtmidi)

@@ -288,7 +288,9 @@ def _version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None
 
 
 def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    preset = ctl.engine.load_preset(ctl.presets.load(check_name(args[0])), at=at)
+    preset = ctl.presets.load(check_name(args[0]))
+    _check_mappings(preset.midi, f"preset '{preset.name}'")
+    ctl.engine.load_preset(preset, at=at)
     if preset.midi:  # a preset without mappings keeps those playing
         ctl.midi.replace(preset.midi)
 
@@ -453,7 +455,20 @@ def _midi_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> No
     path = ctl.midi_folder / f"{check_name(args[0])}.json"
     if not path.is_file():
         raise BendingError(f"no MIDI mappings '{args[0]}' (saved with /midi/save {args[0]})")
-    ctl.midi.replace(read_mappings(path))
+    mappings = read_mappings(path)
+    _check_mappings(mappings, f"MIDI mappings '{args[0]}'")
+    ctl.midi.replace(mappings)
+
+
+def _check_mappings(mappings: list[Mapping], where: str) -> None:
+    """Refuse mappings read from a file whose address is not a parameter's address."""
+    for mapping in mappings:
+        try:
+            entry: Address | None = route(mapping.address).entry
+        except BendingError:
+            entry = None
+        if entry is None or not entry.coalesce:
+            raise BendingError(f"{where}: {mapping.address!r} is no parameter address to map")
 
 
 def _midi_program(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:

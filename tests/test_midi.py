@@ -166,6 +166,9 @@ def test_mappings_are_saved_in_files_and_with_presets(controller, engine):
     assert [m.source for m in ctl.midi.mappings()] == [("cc", 1, 7)]
     with pytest.raises(BendingError, match="no MIDI mappings 'other'"):
         ctl.dispatch("/midi/load", ["other"])
+    write_mappings(ctl.midi_folder / "typo.json", [Mapping("/bend/mask/prbo/x", "cc", 1, 7)])
+    with pytest.raises(BendingError, match="'/bend/mask/prbo/x' is no parameter address"):
+        ctl.dispatch("/midi/load", ["typo"])
     with pytest.raises(BendingError, match="preset names are"):
         ctl.dispatch("/midi/save", ["../escape"])
 

@@ -105,7 +105,7 @@ class MidiInput(LoopThread):
             if item is None:
                 time.sleep(POLL)
                 continue
-            arrival = time.monotonic()
+            arrival, queued = time.monotonic(), False
             while item is not None:  # what came meanwhile (JACK: a period's worth at once)
                 self.arrivals.append(arrival)
                 self.received += 1
@@ -117,8 +117,10 @@ class MidiInput(LoopThread):
                 self.ignored += not messages
                 for address, args in messages:  # coalesced in the inbox, one wake-up for all
                     worker.submit(Incoming(address, tuple(args)), LOCAL, arrival, wake=False)
+                    queued = True
                 item = take()
-            worker.wake()
+            if queued:
+                worker.wake()
 
     def start(self) -> None:
         """Start polling, at the control worker's real-time priority where allowed (a thread

@@ -291,6 +291,22 @@ def test_learn_move_and_the_mapping_survives_a_restart_through_a_preset(jack, re
             assert until(lambda: prob(server) == 1.0), prob(server)
 
 
+def test_a_fast_knob_is_coalesced_and_its_last_value_plays(jack, replies):
+    backend = mido.Backend("mido.backends.rtmidi/UNIX_JACK")
+    with backend.open_output("out", virtual=True, client_name="knob") as out:
+        with served(replies, midi="", preset="none") as server:
+            jack_connect(jack, "knob:out", "bendserver:midi_in")
+            server.controller.dispatch("/midi/map", ["/engine/gain", "cc14", 1, 2, 0.0, 2.0])
+            for value in range(500):  # one value a block would be 2.7 s of them
+                out.send(cc(2, value % 128))
+                out.send(cc(34, value % 64))
+            final = (499 % 128 * 128 + 499 % 64) / 16383 * 2.0
+            assert until(lambda: server.engine.applied_state.gain == pytest.approx(final))
+            assert until(lambda: server.stats()["midi"] == 1000)
+            assert server.osc.worker.inbox.coalesced > 500, "most never reached the engine"
+            assert server.stats()["midi_ignored"] == 0
+
+
 def test_an_existing_port_by_name_plays_jack_midiseq_notes(jack, replies):
     sequencer = subprocess.Popen(
         [need("jack_midiseq"), "bendseq", "12000", "0", "60", "6000"],

@@ -340,6 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not advertise OSCQuery over mDNS (clients then connect by address)",
     )
     serve.add_argument("--reply-host", help="host replies go to (default: the sender's)")
+    serve.add_argument(
+        "--midi",
+        nargs="?",
+        const="",
+        metavar="PORT",
+        help="take MIDI in: a virtual port named bendserver (JACK MIDI when a JACK server "
+        "runs), or an input named like PORT; map controls with /midi/learn (docs/midi.md)",
+    )
     serve.add_argument("--audio", help="device or host API name (e.g. jack), or null")
     serve.add_argument("--input", default="silence", help="input device, sound file or silence")
     serve.add_argument("--block", type=_positive, help="model block size (default: the model's)")

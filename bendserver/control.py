@@ -24,6 +24,8 @@ from .bending.ops import OPS
 from .engine import StreamEngine
 from .engine.state import OP_ID
 from .errors import BendingError
+from .midimap import Mapping, MidiMap, read_mappings, write_mappings
+from .paths import user_dir
 from .presets import PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 
@@ -164,6 +166,9 @@ class Controller:
         self.presets = presets or PresetLibrary()
         self.counters = counters
         self.schedule = Schedule(capacity)
+        self.midi = MidiMap()  #: the MIDI mappings (kept, saved and loaded with or without a port)
+        self.midi_folder = user_dir() / "midi"  #: where ``/midi/save`` and ``/midi/load`` go
+        self.midi_port: str | None = None  #: the MIDI input's name, set by the input when open
 
     def dispatch(
         self,
@@ -283,12 +288,17 @@ def _version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None
 
 
 def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    ctl.engine.load_preset(ctl.presets.load(check_name(args[0])), at=at)
+    preset = ctl.presets.load(check_name(args[0]))
+    _check_mappings(preset.midi, f"preset '{preset.name}'")
+    ctl.engine.load_preset(preset, at=at)
+    if preset.midi:  # a preset without mappings keeps those playing
+        ctl.midi.replace(preset.midi)
 
 
 def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     name, *overwrite = args
     preset = ctl.engine.preset(check_name(name), at=at)
+    preset.midi = ctl.midi.mappings()
     ctl.presets.save(preset, overwrite=bool(overwrite and overwrite[0]))
     return [("/preset/saved", [name])]
 
@@ -369,6 +379,106 @@ def _scheduled(ctl: Controller, m: Match, args: list[Any], at: int | None) -> li
     return [(f"/scheduled{address}", [round(seconds, 3), *item.values])]
 
 
+def _midi_mapping(ctl: Controller, address: str, source: list[Any], options: list[Any]) -> Mapping:
+    """A mapping to ``address`` from ``source`` (kind, channel, number), checked against what
+    the address takes: a number or an on/off of a coalescing address (a parameter), a range
+    inside the parameter's (its whole range by default), a ramp only where it ramps."""
+    match = route(address)
+    entry, path = match.entry, match.path
+    arg = entry.schema.required[0] if len(entry.schema.required) == 1 else None
+    if not entry.coalesce or arg is None or arg.kind not in ("number", "flag", "value"):
+        raise BendingError(f"MIDI maps to parameters (see /list bends), not to {address}")
+    low, high = arg.low, arg.high
+    if "param" in path:
+        param = ctl.engine.op(path["id"]).param(path["param"])
+        low, high = param.low, param.high
+    if arg.kind == "flag":
+        low, high = 0.0, 1.0
+    defaults = (None, None, "linear", False, 0.0)
+    given_low, given_high, curve, invert, ramp_ms = (*options, *defaults[len(options) :])
+    if (given_low is None) != (given_high is None):
+        raise BendingError(f"a MIDI range is low and high, both: {address} ... low high")
+    if given_low is not None:
+        for bound in (given_low, given_high):
+            if not low <= bound <= high:
+                raise BendingError(f"{address} takes {low:g}..{high:g}, not {bound:g}")
+        low, high = given_low, given_high
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise BendingError(f"{address} has no bounded range: give one, e.g. {address} 0 1")
+    if ramp_ms and "ramp_ms" not in {a.name for a in entry.schema.optional}:
+        raise BendingError(f"{address} does not ramp: map it with ramp_ms 0")
+    kind, channel, number = source
+    if not (float(channel).is_integer() and float(number).is_integer()):
+        raise BendingError(f"MIDI channels and numbers are whole numbers, got {channel} {number}")
+    return Mapping(
+        address, kind, int(channel), int(number), low, high, curve, bool(invert), ramp_ms,
+        toggle=arg.kind == "flag",
+    )  # fmt: skip
+
+
+def _midi_learn(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    if ctl.midi_port is None:
+        raise BendingError("no MIDI input: start the server with --midi to learn")
+    address, *options = args
+    ctl.midi.learn(_midi_mapping(ctl, address, ["cc", 1, 0], options))
+    return [("/midi/learning", [address])]
+
+
+def _midi_map(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    address, kind, channel, number, *options = args
+    ctl.midi.add(_midi_mapping(ctl, address, [kind, channel, number], options))
+
+
+def _midi_unmap(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    return [("/midi/unmapped", [ctl.midi.remove(args[0] if args else None)])]
+
+
+def _midi_list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    mappings = ctl.midi.mappings()
+    learning = ctl.midi.learning
+    return [
+        *(("/midi/mapping", mapping.describe()) for mapping in mappings),
+        ("/midi/list", [len(mappings), ctl.midi_port or "", learning or ""]),
+    ]
+
+
+def _midi_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    name, *overwrite = args
+    path = ctl.midi_folder / f"{check_name(name)}.json"
+    if path.exists() and not (overwrite and overwrite[0]):
+        raise BendingError(f"MIDI mappings '{name}' exist: /midi/save {name} 1 replaces them")
+    write_mappings(path, ctl.midi.mappings())
+    return [("/midi/saved", [name])]
+
+
+def _midi_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    path = ctl.midi_folder / f"{check_name(args[0])}.json"
+    if not path.is_file():
+        raise BendingError(f"no MIDI mappings '{args[0]}' (saved with /midi/save {args[0]})")
+    mappings = read_mappings(path)
+    _check_mappings(mappings, f"MIDI mappings '{args[0]}'")
+    ctl.midi.replace(mappings)
+
+
+def _check_mappings(mappings: list[Mapping], where: str) -> None:
+    """Refuse mappings read from a file whose address is not a parameter's address."""
+    for mapping in mappings:
+        try:
+            entry: Address | None = route(mapping.address).entry
+        except BendingError:
+            entry = None
+        if entry is None or not entry.coalesce:
+            raise BendingError(f"{where}: {mapping.address!r} is no parameter address to map")
+
+
+def _midi_program(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    names = ctl.presets.names()
+    number = int(args[0])
+    if number >= len(names):
+        raise BendingError(f"program {number}: there are {len(names)} presets (/list presets)")
+    _preset_load(ctl, m, [names[number]], at)
+
+
 def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     stats = ctl.engine.stats_dict()
     ordered = {"blocks": stats.pop("blocks"), **(ctl.counters() if ctl.counters else {}), **stats}
@@ -381,6 +491,15 @@ def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[R
 def _ping(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     return [("/pong", [])]
 
+
+#: The options of a MIDI mapping: its range (default: the parameter's), curve, inversion, ramp.
+_MIDI_OPTIONS = (
+    Arg("low"),
+    Arg("high"),
+    Arg("curve", "text"),
+    Arg("invert", "flag"),
+    Arg("ramp_ms", low=0.0, high=600_000.0),
+)
 
 ADDRESSES: tuple[Address, ...] = (
     Address(
@@ -497,6 +616,58 @@ ADDRESSES: tuple[Address, ...] = (
         query=True,
     ),
     Address("/ping", Schema(), "reply /pong", _ping, query=True),
+    Address(
+        "/midi/learn",
+        Schema((Arg("address", "text"),), _MIDI_OPTIONS),
+        "map the next MIDI control moved (CC, 14-bit CC, note, pitch bend) to a parameter",
+        _midi_learn,
+    ),
+    Address(
+        "/midi/map",
+        Schema(
+            (
+                Arg("address", "text"),
+                Arg("kind", "text"),
+                Arg("channel", low=1, high=16),
+                Arg("number", low=0, high=127),
+            ),
+            _MIDI_OPTIONS,
+        ),
+        "map a MIDI control (kind cc, cc14, note or pitchbend; channel 1-16) to a parameter",
+        _midi_map,
+    ),
+    Address(
+        "/midi/unmap",
+        Schema((), (Arg("address", "text"),)),
+        "remove the MIDI mappings to an address (none given: all); reply how many",
+        _midi_unmap,
+    ),
+    Address(
+        "/midi/list",
+        Schema(),
+        "reply /midi/mapping address kind channel number low high curve invert ramp_ms for "
+        "each mapping, then /midi/list count port learning",
+        _midi_list,
+        query=True,
+    ),
+    Address(
+        "/midi/save",
+        Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
+        "save the MIDI mappings as a mappings file in the user's folder (1: replace one)",
+        _midi_save,
+    ),
+    Address(
+        "/midi/load",
+        Schema((Arg("name", "text"),)),
+        "load a mappings file saved with /midi/save",
+        _midi_load,
+    ),
+    Address(
+        "/midi/program",
+        Schema((Arg("number", low=0, high=127),)),
+        "load preset number N of /list presets (what a MIDI program change does)",
+        _midi_program,
+    ),
 )
 
 #: The table in routing order: patterns with more literal parts first.

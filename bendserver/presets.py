@@ -18,6 +18,7 @@ from .bending.config import BendingConfig
 from .errors import BendingError
 from .files import write_text
 from .loader import LoadedModel
+from .midimap import Mapping, mappings_from_list
 from .paths import SHIPPED_PRESETS, user_dir
 from .readers import expect, only, optional, read_json
 
@@ -38,8 +39,10 @@ class Preset:
     disabled: list[str] = field(default_factory=list)  #: ids of ops switched off
     #: what its ops bend: weight names with their shapes, layer outputs (None) (see preset_fit)
     targets: dict[str, list[int] | None] = field(default_factory=dict)
+    midi: list[Mapping] = field(default_factory=list)  #: MIDI mappings saved with it
 
     def to_dict(self) -> dict[str, Any]:
+        midi = {"midi": [m.to_dict() for m in self.midi]} if self.midi else {}
         return {
             **self.config,
             "disabled": list(self.disabled),
@@ -47,6 +50,7 @@ class Preset:
             "targets": dict(self.targets),
             "weights": {"version": self.version, "interpolation": self.interpolation},
             "engine": {"gain": self.gain, "mix": self.mix},
+            **midi,
         }
 
 
@@ -119,6 +123,7 @@ PRESET_KEYS = (
     "weights",
     "engine",
     "targets",
+    "midi",
 )
 
 
@@ -157,6 +162,7 @@ def _preset(name: str, data: Any) -> Preset:
         model=optional(data, "model", "text", ""),
         disabled=[expect(op_id, "text", f"disabled[{i}]") for i, op_id in enumerate(disabled)],
         targets=_targets(optional(data, "targets", "object", "", {})),
+        midi=mappings_from_list(data.get("midi", []), "midi"),
     )
 
 

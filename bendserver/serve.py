@@ -41,9 +41,11 @@ from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
+from .midi import MidiInput
+from .midimap import Mapping
 from .osc import OscService
 from .osc.oscquery import OscQueryService
-from .presets import preset_for
+from .presets import load_preset, preset_for
 from .ui import Meters
 
 log = logging.getLogger("bendserver.serve")
@@ -91,6 +93,7 @@ class ServeOptions:
     models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
     version: list[str] = field(default_factory=list)  #: weight files added as versions
     latency: int | None = None  #: the model's latency in samples (None: its own, or measured)
+    midi: str | None = None  #: a MIDI input: "" a virtual port, else part of a port's name
 
 
 class Server:
@@ -100,7 +103,10 @@ class Server:
         if options.latency_mode not in LATENCY_MODES:
             raise BendingError(f"--latency-mode is one of {LATENCY_MODES}")
         self.options = options
-        self.engine = engine or _engine(options)
+        mappings: list[Mapping] = []  # the MIDI mappings of the preset it starts with
+        if engine is None:
+            engine, mappings = _engine(options)
+        self.engine = engine
         if self.engine.spec.in_ratio != 1 or self.engine.spec.out_ratio != 1:
             raise BendingError(
                 f"serve plays audio-to-audio methods; '{self.engine.method}' is not one"
@@ -113,6 +119,8 @@ class Server:
         self.processor = processor_class(engine, self.device_block, self.gate)
         self.source, device_input = _source(options.input, engine, self.device_block)
         self.controller = Controller(engine, counters=self.counters)
+        self.controller.midi.replace(mappings)
+        self.midi: MidiInput | None = None
         self._parts: list[Any] = []  # what to stop, in order
         self.recorder: Recorder | None = None
         try:
@@ -127,6 +135,9 @@ class Server:
                 options.allow,
             )
             self._parts.append(self.osc)
+            if options.midi is not None:  # stopped before OSC: it feeds the control worker
+                self.midi = MidiInput(self.controller, self.osc.worker, self.gate, options.midi)
+                self._parts.insert(0, self.midi)
             self.oscquery = self._oscquery()
             if self.oscquery is not None:
                 self._parts.append(self.oscquery)
@@ -204,6 +215,8 @@ class Server:
         self.processor.start()
         self.backend.start()
         self.osc.start()
+        if self.midi is not None:
+            self.midi.start()
         if self.oscquery is not None:
             self.oscquery.start()
             set_realtime(DISCOVERY, self.oscquery.thread)  # a GIL holder: see audio.priority
@@ -245,6 +258,8 @@ class Server:
     def counters(self) -> dict[str, float]:
         """The server's counters (audio and OSC), as /stats adds them to the engine's."""
         counters = {"latency": self.latency, **self.callback.counters(), **self.osc.counters()}
+        if self.midi is not None:
+            counters.update(self.midi.counters())
         if self.processor.mode == "threaded":
             counters["overruns"] = self.processor.overruns
         if self.recorder is not None:
@@ -306,6 +321,10 @@ class Server:
                 if self.osc.realtime
                 else "priority   normal: no permission for real-time threads (see docs/serve.md)"
             )
+        if self.midi is not None:
+            lines.append(
+                f"midi       {self.midi.name}, {len(self.controller.midi.mappings())} mappings"
+            )
         if self.recorder is not None:
             lines.append(f"recording  {self.recorder.path}")
         lines.append(f"try        {self.example()}")
@@ -323,14 +342,16 @@ class Server:
         return f"oscsend localhost {port} {address} f {value:g}"
 
 
-def _engine(options: ServeOptions) -> StreamEngine:
+def _engine(options: ServeOptions) -> tuple[StreamEngine, list[Mapping]]:
+    """The engine ``options`` describe, and the MIDI mappings of its preset."""
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
     model = load_model(options.model, options.device, options.models_dir, options.latency)
     add_versions(model, options.version)
-    preset = preset_for(model, options.preset)
+    name = preset_for(model, options.preset)
+    preset = load_preset(name) if name is not None else None
     channels = options.channels or _file_channels(options.input)
-    return StreamEngine(
+    engine = StreamEngine(
         model,
         options.method,
         block=options.block,
@@ -340,6 +361,7 @@ def _engine(options: ServeOptions) -> StreamEngine:
         optimize=options.optimize,
         streams=streams_for(channels, model.method(options.method).in_channels),
     )
+    return engine, preset.midi if preset is not None else []
 
 
 def _file_channels(text: str) -> int:

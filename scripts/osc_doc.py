@@ -70,6 +70,11 @@ NOTES = """
 | `/scheduled/<address> [seconds arg ...]` | `/scheduled/<address>` |
 | `/list/<what> name ...` | `/list [what]` |
 | `/preset/saved name` | `/preset/save name` |
+| `/midi/learning address` | `/midi/learn address ...`: the next control moved is mapped |
+| `/midi/mapping address kind channel number low high curve invert ramp_ms` | `/midi/list` |
+| `/midi/list count port learning` | `/midi/list`, after one `/midi/mapping` per mapping |
+| `/midi/unmapped count` | `/midi/unmap [address]` |
+| `/midi/saved name` | `/midi/save name` |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |
 
 `/stats` keys: `blocks` (blocks computed), `latency` (samples from input to output before the
@@ -84,7 +89,12 @@ socket's receive buffer was full: the kernel's count, `SO_RXQ_OVFL`), `malformed
 compute took longer than the block lasts), `errors` (model or change failures), `p50_ms`,
 `p99_ms`, `max_ms` (compute time per block over the last 8192 blocks), `nan` (non-finite samples
 zeroed), `limited` (samples the limiter bent), `commands` (changes applied), `pending` (changes
-waiting for their block); `overruns` in threaded mode and `record_dropped` with `--record`.
+waiting for their block); `overruns` in threaded mode, `record_dropped` with `--record`, `midi`
+(MIDI messages read) and `midi_ignored` (those that moved nothing) with `--midi`.
+
+The `/midi/*` addresses map MIDI controls to the parameters above: they are described in
+[midi.md](midi.md). A mapped control sends its parameter's message through the same path as
+OSC (coalesced, applied at the next block).
 
 ## Coalescing
 

@@ -10,6 +10,7 @@ skipped, with its reason in the page.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 import torch
+from jack import jack_server
 
 import bendserver as tb
 
@@ -96,13 +98,15 @@ def test_shell_examples_run(page, tmp_path):
         if args[0] == "serve":  # a second on the null backend, on a free port
             args = _without(args, "--audio") + ["--audio", "null", "--duration", "1"]
             args += ["--osc-port", "0", "--reply-port", "0"]
-        result = subprocess.run(
-            [sys.executable, "-m", "bendserver.cli", *args],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=300,
-        )
+        # MIDI needs a MIDI system: a dummy JACK server's (this process's default meanwhile)
+        with jack_server() if "--midi" in args else contextlib.nullcontext():
+            result = subprocess.run(
+                [sys.executable, "-m", "bendserver.cli", *args],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=300,
+            )
         assert result.returncode == 0, f"{page.name}: {' '.join(words)}\n{result.stderr}"
 
 

@@ -4,10 +4,8 @@
 library only), hands it the socket's address, the networks allowed and which addresses
 coalesce, and reads what it forwards from the shared ring: ``take`` waits on a pipe that the
 intake writes a byte to, so the control worker sleeps without holding the interpreter lock.
-Counters come from the ring's header. Datagrams that arrive in this process (binary OSC on the
-OSCQuery WebSocket, from the control page) are :meth:`~OscReceiver.put` into an inbox of their
-own, coalesced the same way, and taken first. Not python-osc's servers: ``ThreadingOSCUDPServer``
-starts a thread per packet (it drained 7k msg/s and lost most of a burst) and the blocking server
+Counters come from the ring's header. Not python-osc's servers: ``ThreadingOSCUDPServer`` starts
+a thread per packet (it drained 7k msg/s and lost most of a burst) and the blocking server
 sleeps on a future timetag; and not a thread in the audio process: draining 20 000 datagrams a
 second there took the lock from the audio (163 xruns in 8 s at block 256, measured).
 """
@@ -18,18 +16,16 @@ import collections
 import contextlib
 import fcntl
 import os
-import re
 import select
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import BendingError
 from . import intake
-from .intake import Inbox, Letter, Ring, address_of
+from .intake import Letter, Ring
 
 #: Receive buffer asked for: Linux grants it to a process allowed to pass ``net.core.rmem_max``,
 #: else up to that, and reports twice the size (a small datagram takes ~830 bytes of it, so
@@ -54,10 +50,8 @@ class OscReceiver:
         self._wake_read, wake_write = os.pipe()
         flags = fcntl.fcntl(wake_write, fcntl.F_GETFL)
         fcntl.fcntl(wake_write, fcntl.F_SETFL, flags | os.O_NONBLOCK)
-        self._wake_local = os.dup(wake_write)  # for put(): the intake keeps the other end
-        self._closing = threading.Lock()  # put() never writes to a closed descriptor
-        pattern = re.compile(coalescing)
-        self._local = Inbox(lambda address: pattern.fullmatch(address) is not None)
+        self._wake_write = os.dup(wake_write)  # ours: ``wake`` for in-process messages
+        self._closing = threading.Lock()  # a wake from another thread never hits a closed pipe
         script = Path(intake.__file__)
         command = [sys.executable, str(script), host, str(port), str(rcvbuf), self.ring.path]
         command += [str(wake_write), coalescing, *allow]
@@ -96,32 +90,23 @@ class OscReceiver:
             opened, self._wake_read = self._wake_read, -1
         if opened >= 0:
             os.close(opened)
-            os.close(self._wake_local)
+            os.close(self._wake_write)
             self._final = self.ring.counters()  # what /stats and the summary read from now on
             self.ring.close()
 
-    def put(self, datagram: bytes, host: str) -> None:
-        """Queue a datagram that came from ``host`` another way than the OSC port (the
-        caller checked the host), and wake the worker."""
-        self._local.put(address_of(datagram), datagram, host, time.time())
-        with self._closing, contextlib.suppress(BlockingIOError):  # full: the worker is awake
+    def wake(self) -> None:
+        """Make a ``take`` waiting now return (the worker has an in-process message)."""
+        with self._closing, contextlib.suppress(BlockingIOError):  # full: a wake-up waits
             if self._wake_read >= 0:
-                os.write(self._wake_local, b"!")
+                os.write(self._wake_write, b"w")
 
     def take(self, timeout: float) -> Letter | None:
-        """The next datagram put here or forwarded by the intake, or None after ``timeout``
-        seconds."""
-        local = self._local.take()
-        if local is not None:
-            return local
+        """The next datagram the intake forwards, or None after ``timeout`` seconds."""
         item = self.ring.pop()
         if item is None and self._wake_read >= 0:
             readable, _, _ = select.select([self._wake_read], [], [], timeout)
             if readable:
                 os.read(self._wake_read, 65536)
-                local = self._local.take()
-                if local is not None:
-                    return local
                 item = self.ring.pop()
         if item is None:
             return None

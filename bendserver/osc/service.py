@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from ..audio.clock import AudioClock
@@ -62,7 +63,8 @@ class OscService:
     def submit(self, datagram: bytes, host: str) -> None:
         """Handle a datagram that ``host`` sent another way (binary OSC on the OSCQuery
         WebSocket) as if it came to the OSC port: coalesced, applied by the worker."""
-        self.receiver.put(datagram, host)
+        self.worker.receive(datagram, host, time.time())
+        self.worker.wake()
 
     def stop(self) -> None:
         """Stop the worker, then the intake; close the reply socket."""

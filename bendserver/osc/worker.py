@@ -43,6 +43,12 @@ from .replies import ReplySender
 
 log = logging.getLogger("bendserver.osc")
 
+#: The sender named by in-process control sources (MIDI): nothing is sent back to it; an error
+#: is counted, and logged once per address (a control moved keeps sending the same one).
+LOCAL = "local"
+#: Addresses whose errors from in-process sources are logged, at most.
+LOCAL_LOGGED = 64
+
 
 class Stopping(BendingError):
     """Raised between the slices of a long change when the worker is asked to stop."""
@@ -52,6 +58,9 @@ class Source(Protocol):
     """Where the worker takes messages from: the intake (a process) or an in-process inbox."""
 
     def take(self, timeout: float) -> Letter | None: ...
+
+    def wake(self) -> None:
+        """Make a ``take`` waiting now return (an in-process message is waiting)."""
 
 
 class ControlWorker(LoopThread):
@@ -74,15 +83,11 @@ class ControlWorker(LoopThread):
         self.gate = gate
         self._admission = gate.admission() if gate is not None else None
         self.per_block = per_block
-        if source is None:
-            coalescing = re.compile(coalescing_pattern())
-            self.inbox: Inbox | None = Inbox(
-                lambda a: coalescing.fullmatch(a) is not None, capacity
-            )
-            source = self.inbox
-        else:
-            self.inbox = None
-        self.source = source
+        # In-process messages (tools, tests, MIDI) wait here, coalesced as the intake does; taken
+        # before the source's, which is woken for them.
+        coalescing = re.compile(coalescing_pattern())
+        self.inbox = Inbox(lambda a: coalescing.fullmatch(a) is not None, capacity)
+        self.source = source or self.inbox
         self.handled = 0  #: messages dispatched without error
         self.errors = 0  #: messages answered with /error (malformed packets included)
         self.malformed = 0  #: datagrams that were not OSC (or used unsupported types)
@@ -92,6 +97,7 @@ class ControlWorker(LoopThread):
         #: Changes that arrived while a long one was prepared: they follow it, in order.
         self._held: collections.deque[tuple[Incoming, str]] = collections.deque()
         self._long = False  #: a change runs in slices, the collector's full passes held
+        self._logged: set[str] = set()  #: addresses whose local errors were logged
         super().__init__("osc-control")
 
     # -- an in-process inbox, for tools and tests ---------------------------------------------
@@ -100,14 +106,29 @@ class ControlWorker(LoopThread):
         """Queue one datagram from ``host`` in the in-process inbox."""
         self.inbox.put(address_of(datagram), datagram, host, arrival)
 
-    def submit(self, message: Incoming, host: str, arrival: float = 0.0) -> None:
-        """Queue one parsed message from ``host`` in the in-process inbox."""
+    def submit(self, message: Incoming, host: str, arrival: float = 0.0, wake: bool = True) -> None:
+        """Queue one parsed message from ``host`` (:data:`LOCAL` for an in-process source) in
+        the in-process inbox, from any thread. ``wake`` False: the caller queues more, then
+        calls :meth:`wake` once (the inbox coalesces them meanwhile)."""
         address = message.address if message.timetag is None else None
         self.inbox.put(address, message, host, arrival)
+        if wake:
+            self.wake()
+
+    def wake(self) -> None:
+        """Have the worker look at the in-process inbox now."""
+        if self.source is not self.inbox:
+            self.source.wake()
 
     def pending(self) -> int:
         """Messages waiting in the in-process inbox."""
-        return len(self.inbox) if self.inbox is not None else 0
+        return len(self.inbox)
+
+    def _take(self, timeout: float) -> Letter | None:
+        """The next letter: an in-process one first, else the source's (woken for both)."""
+        if self.source is self.inbox:
+            return self.inbox.take(timeout)
+        return self.inbox.take(0) or self.source.take(timeout) or self.inbox.take(0)
 
     # -- the worker thread -------------------------------------------------------------------
 
@@ -121,7 +142,7 @@ class ControlWorker(LoopThread):
                 self._pace()
                 self._handle(message, host)
                 continue
-            letter = self.source.take(self._wait())
+            letter = self._take(self._wait())
             if letter is None:
                 continue
             for message in self._messages(letter):
@@ -166,10 +187,14 @@ class ControlWorker(LoopThread):
             if is_bug(error):  # the traceback with serve --debug
                 log.error("%s: %s", address, describe(error))
                 log.debug("%s failed", address, exc_info=True)
-            self.replies.send(host, "/error", [address, describe(error)])
+            if host != LOCAL:
+                self.replies.send(host, "/error", [address, describe(error)])
+            elif address not in self._logged and len(self._logged) < LOCAL_LOGGED:
+                self._logged.add(address)
+                log.warning("%s (from an in-process source): %s", address, describe(error))
             return
         self.handled += 1
-        for reply, args in replies:
+        for reply, args in replies if host != LOCAL else ():
             self.replies.send(host, reply, args)
 
     @contextlib.contextmanager
@@ -197,7 +222,7 @@ class ControlWorker(LoopThread):
             self._long = True
         if self._long:
             _young_collections()
-        while (letter := self.source.take(0)) is not None:
+        while (letter := self._take(0)) is not None:
             for message in self._messages(letter):
                 if self.controller.is_query(message.address):
                     self._handle(message, letter.host)

@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .errors import BendingError, describe, is_bug
@@ -64,18 +65,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    import torch
-    from tqdm import tqdm
+    from .render import check_outputs, read_score, sound_files
 
-    from .audiofile import sound_info, streams_for
-    from .engine import StreamEngine
-    from .loader import add_versions, load_model
-    from .presets import preset_for
-    from .render import check_outputs, read_score, render_file, sound_files
-
-    torch.set_num_threads(args.threads)
-
-    score = read_score(Path(args.score)) if args.score else None
+    score = read_score(Path(args.score)) if args.score else []
     inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
     into_folder = len(inputs) > 1 or any(Path(i).is_dir() for i in args.inputs)
@@ -91,49 +83,90 @@ def _render(args: argparse.Namespace) -> int:
     if targets:  # they share a folder
         check_writable(targets[0])
     check_outputs(inputs, targets)
+    jobs = [_job(source, target, score) for source, target in zip(inputs, targets, strict=True)]
+    return _run_batch(args, jobs, manifest=len(targets) > 1 or targets[0] != output)
+
+
+def _job(source: Path, target: Path, events: list, settings: tuple = ()) -> Any:
+    from .batch import Job
+
+    return Job(str(source), str(target), tuple(events), settings)
+
+
+def _recipe(args: argparse.Namespace) -> Any:
+    from .batch import Recipe
+
+    return Recipe(
+        model=args.model,
+        models_dir=tuple(args.models_dir),
+        versions=tuple(args.version),
+        preset=args.preset,
+        block=args.block,
+        device=args.device,
+        fuse=not args.no_fuse,
+        optimize=args.optimize,
+        mono=args.mono,
+        sample_rate=args.sr,
+        resample=not args.no_resample,
+        keep_latency=args.keep_latency,
+        threads=args.threads,
+    )
+
+
+def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
+    """Render ``jobs`` (files skipped by the output folder's manifest, if ``manifest``) with
+    one progress bar; Ctrl-C leaves the complete files and says how to go on."""
+    from tqdm import tqdm
+
+    from .audiofile import sound_info
+    from .batch import Done, Manifest, Plan, plan_jobs, run_jobs
+
+    recipe = _recipe(args)
+    folder = Path(jobs[0].target).parent
+    if manifest:
+        plan = plan_jobs(recipe, jobs, folder, args.force)
+    else:  # one file: nothing to resume, no manifest beside it
+        if Path(jobs[0].target).exists() and not args.force:
+            raise BendingError(f"{jobs[0].target} exists: pass --force to overwrite it")
+        plan = Plan(jobs, [], Manifest(folder), {})
     _probe(args)
-    infos = [sound_info(source) for source in inputs]
-    total = sum(info.duration for info in infos)
-    with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
-        for source, target, info in zip(inputs, targets, infos, strict=True):
-            model = load_model(args.model, args.device, search=args.models_dir)
-            add_versions(model, args.version)
-            channels = 1 if args.mono else info.channels
-            engine = StreamEngine(
-                model,
-                block=args.block,
-                device=args.device,
-                preset=preset_for(model, args.preset),
-                fuse=not args.no_fuse,
-                optimize=args.optimize,
-                streams=streams_for(channels, model.method("forward").in_channels),
-            )
-            try:
-                rendered = render_file(
-                    engine,
-                    source,
-                    target,
-                    score,
-                    args.force,
-                    not args.no_resample,
-                    progress=bar,
-                    mono=args.mono,
-                    sample_rate=args.sr,
-                    keep_latency=args.keep_latency,
+    for job in plan.skipped:
+        print(f"kept {job.target} (made by the same model, preset, score and options)")
+    seconds = {job.target: sound_info(Path(job.source)).duration for job in plan.jobs}
+    written: list[str] = []
+    with tqdm(
+        total=sum(seconds.values()), unit="s", disable=not sys.stderr.isatty(), leave=False
+    ) as bar:
+
+        def done(result: Done) -> None:
+            written.append(result.target)
+            bar.update(seconds[result.target])
+            bar.write(result.line(), file=sys.stdout)
+
+        try:
+            run_jobs(recipe, plan, _workers(args), _ray_address(args), done, manifest)
+        except KeyboardInterrupt:
+            left = [job.target for job in plan.jobs if job.target not in written]
+            if len(plan.jobs) == 1:
+                print(f"interrupted: nothing was written to {left[0]}", file=sys.stderr)
+            else:
+                print(
+                    f"interrupted: {len(written)} of {len(plan.jobs)} files written, nothing "
+                    f"to the {len(left)} others: run the same command again to render them",
+                    file=sys.stderr,
                 )
-            except KeyboardInterrupt:
-                print(f"interrupted: nothing was written to {target}", file=sys.stderr)
-                return 130
-            stats = engine.stats_dict()
-            bar.write(
-                f"wrote {target} ({rendered.seconds:.2f} s, {engine.out_channels} ch, "
-                f"{stats['blocks']} blocks of {engine.block}, compute p50 "
-                f"{stats['p50_ms']:.2f} ms, max {stats['max_ms']:.2f} ms, "
-                f"{stats['errors']} errors, {rendered.nonfinite} NaN/Inf, "
-                f"{rendered.limited} limited)",
-                file=sys.stdout,
-            )
+            return 130
     return 0
+
+
+def _workers(args: argparse.Namespace) -> int:
+    from .batch import default_workers
+
+    return args.workers or default_workers()
+
+
+def _ray_address(args: argparse.Namespace) -> str | None:
+    return args.ray
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -232,6 +265,24 @@ def _stress(args: argparse.Namespace) -> int:
     )
     print(format_rows(rows))
     return 0
+
+
+def _add_batch_options(parser: argparse.ArgumentParser) -> None:
+    """The options of rendering many files: worker processes or a Ray cluster."""
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        help="files rendered at once, each in a process of its own with the model loaded once "
+        "(default: the cores; 1 renders in this process)",
+    )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="render on a Ray cluster, one actor per worker (ADDRESS: the cluster's, e.g. "
+        "auto or ray://head:10001; none: a local one); needs pip install 'bendserver[ray]'",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -388,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the model's latency at the start (default: trimmed, the output aligned "
         "with the input)",
     )
+    _add_batch_options(render)
     render.set_defaults(run=_render)
 
     info = commands.add_parser(

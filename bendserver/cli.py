@@ -1,4 +1,4 @@
-"""The ``bendserver`` command: serve, render, info, bench, export, stress."""
+"""The ``bendserver`` command: serve, render, sweep, info, bench, export, stress."""
 
 from __future__ import annotations
 
@@ -85,6 +85,38 @@ def _render(args: argparse.Namespace) -> int:
     check_outputs(inputs, targets)
     jobs = [_job(source, target, score) for source, target in zip(inputs, targets, strict=True)]
     return _run_batch(args, jobs, manifest=len(targets) > 1 or targets[0] != output)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .contact import Cell, contact_sheet
+    from .files import write_text
+    from .render import check_outputs, read_score
+    from .sweep import cell_events, cell_stem, cells, features, parse_vary, table
+
+    source = Path(args.input)
+    axes = [parse_vary(text) for text in args.vary]
+    grid = cells(axes)
+    score = read_score(Path(args.score)) if args.score else []
+    folder = Path(args.output)
+    targets = [folder / f"{cell_stem(source.stem, cell)}{args.format}" for cell in grid]
+    check_writable(targets[0])
+    check_outputs([source], targets)
+    jobs = [
+        _job(source, target, [*cell_events(axes, cell), *score], cell)
+        for target, cell in zip(targets, grid, strict=True)
+    ]
+    code = _run_batch(args, jobs, manifest=True)
+    if code:
+        return code
+    measured = [features(target, source) for target in targets]
+    rows = [(t.name, c, m) for t, c, m in zip(targets, grid, measured, strict=True)]
+    write_text(folder / "sweep.csv", table(axes, rows))
+    sheet = [Cell(t, c, m) for t, c, m in zip(targets, grid, measured, strict=True)]
+    preset = args.preset or "the model's own"
+    title = f"{source.name} through {args.model}, preset {preset}"
+    contact_sheet(axes, sheet, folder / "contact.png", folder / "index.html", title)
+    print(f"wrote {folder / 'sweep.csv'}, {folder / 'contact.png'}, {folder / 'index.html'}")
+    return 0
 
 
 def _job(source: Path, target: Path, events: list, settings: tuple = ()) -> Any:
@@ -267,24 +299,6 @@ def _stress(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_batch_options(parser: argparse.ArgumentParser) -> None:
-    """The options of rendering many files: worker processes or a Ray cluster."""
-    parser.add_argument(
-        "--workers",
-        type=_positive,
-        help="files rendered at once, each in a process of its own with the model loaded once "
-        "(default: the cores; 1 renders in this process)",
-    )
-    parser.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        metavar="ADDRESS",
-        help="render on a Ray cluster, one actor per worker (ADDRESS: the cluster's, e.g. "
-        "auto or ray://head:10001; none: a local one); needs pip install 'bendserver[ray]'",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bendserver", description=__doc__)
     parser.add_argument("--version", action="version", version=f"bendserver {__version__}")
@@ -405,42 +419,74 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
     serve.set_defaults(run=_serve)
 
-    render = commands.add_parser(
-        "render",
-        parents=[models, trusting, versions, threads, optimizing, devices],
-        help="render sound files through a bended model",
+    rendering = argparse.ArgumentParser(
+        add_help=False, parents=[models, trusting, versions, threads, optimizing, devices]
     )
-    render.add_argument(
-        "inputs", nargs="+", metavar="IN", help="input sound files, or folders of them"
-    )
-    render.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
-    render.add_argument(
+    rendering.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    rendering.add_argument(
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
-    render.add_argument("--score", help="text file of timed messages: time /address args...")
-    render.add_argument("-o", "--output", required=True, help="output file, or folder")
-    render.add_argument("--block", type=_positive, help="block size (default: the model's)")
-    render.add_argument("--format", default=".wav", help="extension when -o is a folder")
-    render.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    render.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
-    render.add_argument(
+    rendering.add_argument("--score", help="text file of timed messages: time /address args...")
+    rendering.add_argument("--block", type=_positive, help="block size (default: the model's)")
+    rendering.add_argument("--format", default=".wav", help="extension of files in a folder")
+    rendering.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    rendering.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
+    rendering.add_argument(
         "--no-resample", action="store_true", help="refuse inputs at another sample rate"
     )
-    render.add_argument(
+    rendering.add_argument(
         "--mono",
         action="store_true",
         help="mix the input down to one channel first (default: every channel kept, one "
         "stream of the model each)",
     )
-    render.add_argument("--sr", type=_positive, help="output sample rate (default: the input's)")
-    render.add_argument(
+    rendering.add_argument("--sr", type=_positive, help="output sample rate (default: the input's)")
+    rendering.add_argument(
         "--keep-latency",
         action="store_true",
         help="keep the model's latency at the start (default: trimmed, the output aligned "
         "with the input)",
     )
-    _add_batch_options(render)
+    rendering.add_argument(
+        "--workers",
+        type=_positive,
+        help="files rendered at once, each in a process of its own with the model loaded once "
+        "(default: the cores; 1 renders in this process)",
+    )
+    rendering.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="render on a Ray cluster, one actor per worker (ADDRESS: the cluster's, e.g. "
+        "auto or ray://head:10001; none: a local one); needs pip install 'bendserver[ray]'",
+    )
+
+    render = commands.add_parser(
+        "render", parents=[rendering], help="render sound files through a bended model"
+    )
+    render.add_argument(
+        "inputs", nargs="+", metavar="IN", help="input sound files, or folders of them"
+    )
+    render.add_argument("-o", "--output", required=True, help="output file, or folder")
     render.set_defaults(run=_render)
+
+    sweep = commands.add_parser(
+        "sweep",
+        parents=[rendering],
+        help="render one file over a grid of settings: files, a CSV of features, a contact sheet",
+    )
+    sweep.add_argument("input", metavar="IN", help="the input sound file")
+    sweep.add_argument(
+        "--vary",
+        action="append",
+        required=True,
+        metavar="OP.PARAM=VALUES",
+        help="a varied setting: mask.prob=0:1:5 (5 values from 0 to 1), noise.std=0,0.1,0.3, "
+        "or /engine/gain=0.5,1 (repeatable: the grid of all combinations)",
+    )
+    sweep.add_argument("-o", "--output", required=True, help="the folder written")
+    sweep.set_defaults(run=_sweep)
 
     info = commands.add_parser(
         "info", parents=[models, trusting], help="print a model's weights and activations"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BendingError
-from .files import write_text, writing
+from .files import commit, discard, write_text, writing
 from .render import ScoreEvent, render_file
 
 #: The manifest's name in the output folder (hidden: a folder of sound files does not list it).
@@ -116,8 +116,9 @@ class Worker:
         add_versions(self.model, recipe.versions)
         self.preset = preset_for(self.model, recipe.preset)
 
-    def render(self, job: Job, plan: list) -> Done:
-        """Render ``job`` with the convolution forms ``plan`` (those it lacks are timed)."""
+    def render(self, job: Job, plan: list, into: Path | None = None) -> Done:
+        """Render ``job`` with the convolution forms ``plan`` (those it lacks are timed) into
+        ``into`` (default: the job's pending file, which the driver puts in place)."""
         from .audiofile import sound_info, streams_for
         from .engine import StreamEngine
         from .passes.convolution import form_plan, use_form_plan
@@ -137,7 +138,7 @@ class Worker:
         rendered = render_file(
             engine,
             Path(job.source),
-            Path(job.target),
+            pending(job.target) if into is None else into,
             list(job.events),
             force=True,  # the driver decided what may be replaced
             resample=recipe.resample,
@@ -167,10 +168,16 @@ class Worker:
             source = Path(folder) / f"in{Path(job.source).suffix}"
             target = Path(folder) / f"out{Path(job.target).suffix}"
             source.write_bytes(data)
-            local = Job(str(source), str(target), job.events, job.settings)
-            done = self.render(local, plan)
-            done.target = job.target
+            local = Job(str(source), job.target, job.events, job.settings)
+            done = self.render(local, plan, target)
             return done, target.read_bytes()
+
+
+def pending(target: str | os.PathLike) -> Path:
+    """Where a worker writes a file (hidden, beside it) for the driver to put in place once it
+    has it: a file completed in the moment a run is interrupted is not left unrecorded."""
+    target = Path(target)
+    return target.with_name(f".{target.stem}.bendserver-pending{target.suffix}")
 
 
 # -- the manifest ------------------------------------------------------------------------------
@@ -292,11 +299,18 @@ def run_jobs(
         results = _here(recipe, plan)
     else:
         results = _in_pool(recipe, plan, workers)
-    for result in results:
-        plan.manifest.plan = result.plan
-        if record:
-            plan.manifest.record(Path(result.target), plan.made[result.target])
-        done(result)
+    try:
+        for result in results:
+            if ray_address is None:
+                commit(pending(result.target), result.target)
+            plan.manifest.plan = result.plan
+            if record:
+                plan.manifest.record(Path(result.target), plan.made[result.target])
+            done(result)
+    finally:
+        results.close()  # the workers stopped: nothing more is written
+        for job in plan.jobs:
+            discard(pending(job.target))
 
 
 def _here(recipe: Recipe, plan: Plan) -> Iterator[Done]:

@@ -101,7 +101,10 @@ def form_plan() -> list[list]:
     pairs: a batch render hands them to every worker (and records them), so that each file is
     computed the same way whichever process renders it."""
     names = {form: name for name, form in FORMS.items()}
-    return [[list(key), names.get(form)] for key, form in _CHOSEN.items()]
+    return [
+        [[list(x_shape), list(weight_shape), *rest], names.get(form)]
+        for (x_shape, weight_shape, *rest), form in _CHOSEN.items()
+    ]
 
 
 def use_form_plan(plan: list[list]) -> None:

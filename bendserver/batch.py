@@ -1,17 +1,20 @@
 """Rendering many files at once: in worker processes, or in Ray actors on a cluster.
 
 Each worker loads the model once and renders every file it is given from a fresh copy of it
-(the streaming state a file leaves in a model's buffers never reaches the next file), one torch
-thread each, through :func:`.render.render_file`. The first file is rendered alone and the
-convolution forms its worker chose (:func:`.passes.convolution.form_plan`) are handed to every
-later file, so a file's bytes do not depend on which worker rendered it. A manifest in the output
-folder (``.bendserver-render.json``) records what made each file (model, preset, score, options,
-the input's digest) and those forms: a file already made the same way is skipped, so an
-interrupted run resumes where it stopped.
+(the streaming state a file leaves in a model's buffers never reaches the next file) with
+torch's random seed set to the run's (a model that draws noise, RAVE's encoder, draws the same
+for a file in any process, whatever came before), one torch thread each, through
+:func:`.render.render_file`. The first file is rendered alone and the convolution forms its
+worker chose (:func:`.passes.convolution.form_plan`) are handed to every later file, so a
+file's bytes do not depend on which worker rendered it, nor on the files before it. A manifest
+in the output folder (``.bendserver-render.json``) records what made each file (model, preset,
+score, options, the input's digest) and those forms: a file already made the same way is
+skipped, so an interrupted run resumes where it stopped.
 
-In a process pool the workers write the files themselves (through temporary files renamed into
-place). On Ray the driver sends each input's bytes to an actor and writes the file the actor
-sends back: the machines of a cluster need no shared storage.
+In a process pool each worker writes a hidden pending file beside the output, which the driver
+renames into place and records as it learns it is complete. On Ray the driver sends each
+input's bytes to an actor and writes the file the actor sends back: the machines of a cluster
+need no shared storage.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class Recipe:
     resample: bool = True
     keep_latency: bool = False
     threads: int = 1
+    seed: int = 0  #: torch's random seed at the start of every file
 
     def identity(self) -> dict[str, Any]:
         """The recipe as the manifest records it: files given by path (model, preset, versions)
@@ -119,11 +123,14 @@ class Worker:
     def render(self, job: Job, plan: list, into: Path | None = None) -> Done:
         """Render ``job`` with the convolution forms ``plan`` (those it lacks are timed) into
         ``into`` (default: the job's pending file, which the driver puts in place)."""
+        import torch
+
         from .audiofile import sound_info, streams_for
         from .engine import StreamEngine
         from .passes.convolution import form_plan, use_form_plan
 
         use_form_plan(plan)
+        torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
         recipe, model = self.recipe, copy.deepcopy(self.model)
         channels = 1 if recipe.mono else sound_info(Path(job.source)).channels
         engine = StreamEngine(

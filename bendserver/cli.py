@@ -142,6 +142,7 @@ def _recipe(args: argparse.Namespace) -> Any:
         resample=not args.no_resample,
         keep_latency=args.keep_latency,
         threads=args.threads,
+        seed=args.seed,
     )
 
 
@@ -446,6 +447,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the model's latency at the start (default: trimmed, the output aligned "
         "with the input)",
+    )
+    rendering.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="torch's random seed at the start of each file, for models that draw noise "
+        "(RAVE's encoder): the same seed renders the same bytes (default 0)",
     )
     rendering.add_argument(
         "--workers",

@@ -14,11 +14,12 @@ import pytest
 import soundfile as sf
 import torch
 
-from bendserver.batch import MANIFEST
+from bendserver.batch import MANIFEST, Job, Recipe, Worker
 from bendserver.cli import main
 from bendserver.passes import convolution
 
 SLOW = f"{Path(__file__).parent / 'streaming.py'}:Slow"
+NOISY = f"{Path(__file__).parent / 'streaming.py'}:Noisy"
 
 
 def _wav(path, seconds=0.5, rate=48000, channels=1, seed=3):
@@ -27,10 +28,12 @@ def _wav(path, seconds=0.5, rate=48000, channels=1, seed=3):
     sf.write(str(path), audio, rate, subtype="FLOAT")
 
 
-def _folder(path: Path, count: int, seconds: float = 0.5) -> Path:
+def _folder(path: Path, count: int, seconds: float = 0.5, stereo: bool = True) -> Path:
+    """``count`` files of noise, the second in stereo if ``stereo``."""
     path.mkdir()
     for index in range(count):
-        _wav(path / f"f{index}.wav", seconds, channels=2 if index == 1 else 1, seed=index)
+        channels = 2 if stereo and index == 1 else 1
+        _wav(path / f"f{index}.wav", seconds, channels=channels, seed=index)
     return path
 
 
@@ -58,13 +61,30 @@ def test_two_workers_write_the_bytes_of_a_sequential_render(tmp_path):
 def test_a_worker_renders_each_file_as_if_it_were_alone(tmp_path):
     """A model reused for a second file keeps the first one's streaming state in its buffers
     (drive's cached convolutions): each file starts from a fresh copy of the loaded model."""
-    source = _folder(tmp_path / "in", 3)
+    source = _folder(tmp_path / "in", 3, stereo=False)
     (tmp_path / "alone").mkdir()
     (tmp_path / "alone" / "f2.wav").symlink_to(source / "f2.wav")
     assert _render(source, tmp_path / "all", "--workers", "1") == 0
     assert _render(tmp_path / "alone", tmp_path / "one", "--workers", "1") == 0
     after_others = (tmp_path / "all" / "f2.wav").read_bytes()
     assert after_others == (tmp_path / "one" / "f2.wav").read_bytes()
+
+
+def test_a_model_that_draws_noise_renders_the_same_bytes_after_anything(tmp_path):
+    """torch seeds each process at random: every file starts from the run's seed instead, so
+    a model drawing noise renders a file alike in any worker, after any other file."""
+    source = _folder(tmp_path / "in", 2)
+    worker = Worker(Recipe(model=NOISY))
+    renders = []
+    for seed, name in ((None, "f0.wav"), (None, "f1.wav"), (0, "f0.wav"), (1, "f0.wav")):
+        if seed is not None:  # as another process: another state of torch's generator
+            torch.seed()
+            worker = Worker(Recipe(model=NOISY, seed=seed))
+        into = tmp_path / f"{len(renders)}.wav"
+        worker.render(Job(str(source / name), str(into)), [], into)
+        renders.append(into.read_bytes())
+    assert renders[0] == renders[2], "f0 after f1, in another 'process', as f0 first"
+    assert renders[0] != renders[3], "another seed draws other noise"
 
 
 def test_the_manifest_skips_files_made_the_same_way_and_guards_the_others(tmp_path, capsys):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -371,8 +372,8 @@ def _star_render(args: tuple[Job, list]) -> Done:
 
 
 def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:
-    """One actor per worker (one CPU each), each loading the model once; the driver sends the
-    inputs' bytes and writes the outputs."""
+    """One actor per worker (one CPU, and one GPU with ``--device cuda``), each loading the
+    model once; the driver sends the inputs' bytes and writes the outputs."""
     try:
         import ray
         from ray.util import ActorPool
@@ -388,9 +389,11 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
             num_cpus=workers if local else None,
             include_dashboard=False,
             log_to_driver=False,
+            logging_level=logging.ERROR,
         )
     try:
-        actor = ray.remote(num_cpus=1)(Worker)
+        gpus = 0 if recipe.device == "cpu" else 1  # an actor per GPU: it sees it as cuda:0
+        actor = ray.remote(num_cpus=1, num_gpus=gpus)(Worker)
         actors = ActorPool([actor.remote(recipe) for _ in range(workers)])
 
         def send(jobs: list[Job], forms: list) -> Iterator[Done]:

@@ -3,6 +3,7 @@ rendered as if alone, the manifest skips what was made the same way, an interrup
 resumes with only the missing files, Ray actors give the same bytes."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -167,6 +168,24 @@ def test_ray_actors_write_the_bytes_of_a_sequential_render(tmp_path):
     assert all(on_ray[name] == in_pool[name] for name in in_pool if name != MANIFEST)
     recorded = json.loads(on_ray[MANIFEST])["files"]
     assert sorted(recorded) == ["f0.wav", "f1.wav", "f2.wav"]
+
+
+RAVE = Path(os.environ.get("BENDSERVER_RAVE_DIR", "/nonexistent")) / "rave_v2_streaming.ts"
+
+
+@pytest.mark.skipif(not RAVE.is_file(), reason="BENDSERVER_RAVE_DIR holds no rave_v2_streaming.ts")
+def test_a_rave_export_renders_the_same_bytes_in_two_workers(tmp_path):
+    """A real RAVE v2 streaming export (its encoder samples its latents with torch's
+    generator): a pool of two gives the bytes of one process."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for index in range(3):
+        _wav(source / f"f{index}.wav", seconds=1.0, rate=44100, seed=index)
+    command = ["render", str(source), "-m", str(RAVE), "-p", "none", "--trust-model"]
+    assert main([*command, "-o", str(tmp_path / "one"), "--workers", "1"]) == 0
+    assert main([*command, "-o", str(tmp_path / "two"), "--workers", "2"]) == 0
+    one, two = _files(tmp_path / "one"), _files(tmp_path / "two")
+    assert all(one[name] == two[name] for name in one if name != MANIFEST)
 
 
 def test_a_form_plan_is_adopted_as_it_was_chosen(monkeypatch):

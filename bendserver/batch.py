@@ -1,7 +1,8 @@
 """Rendering many files at once: in worker processes, or in Ray actors on a cluster.
 
 Each worker loads the model once and renders every file it is given from a fresh copy of it
-(the streaming state a file leaves in a model's buffers never reaches the next file) with
+(a TorchScript model is loaded again: its copy would not be the one the bending reaches), so
+the streaming state a file leaves in a model's buffers never reaches the next file, with
 torch's random seed set to the run's (a model that draws noise, RAVE's encoder, draws the same
 for a file in any process, whatever came before), one torch thread each, through
 :func:`.render.render_file`. The first file is rendered alone and the convolution forms its
@@ -112,14 +113,26 @@ class Worker:
     def __init__(self, recipe: Recipe) -> None:
         import torch
 
-        from .loader import add_versions, load_model
         from .presets import preset_for
 
         torch.set_num_threads(recipe.threads)
         self.recipe = recipe
-        self.model = load_model(recipe.model, recipe.device, search=recipe.models_dir)
-        add_versions(self.model, recipe.versions)
+        self.model = self._load()
         self.preset = preset_for(self.model, recipe.preset)
+
+    def _load(self) -> Any:
+        from .loader import add_versions, load_model
+
+        recipe = self.recipe
+        model = load_model(recipe.model, recipe.device, search=recipe.models_dir)
+        add_versions(model, recipe.versions)
+        return model
+
+    def _fresh_model(self) -> Any:
+        """A copy of the loaded model no file has played. A TorchScript module is loaded
+        again instead: a copy of it gets weights of its own that the bending (versions,
+        weight ops) does not reach."""
+        return self._load() if self.model.bended.scripted else copy.deepcopy(self.model)
 
     def render(self, job: Job, plan: list, into: Path | None = None) -> Done:
         """Render ``job`` with the convolution forms ``plan`` (those it lacks are timed) into
@@ -132,7 +145,7 @@ class Worker:
 
         use_form_plan(plan)
         torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
-        recipe, model = self.recipe, copy.deepcopy(self.model)
+        recipe, model = self.recipe, self._fresh_model()
         channels = 1 if recipe.mono else sound_info(Path(job.source)).channels
         engine = StreamEngine(
             model,

@@ -2,9 +2,9 @@
 
 Python blocks of one page run in order in one namespace (later blocks build on earlier ones). A
 line whose comment names an error (``bended(x)   # FlowGuardError: ...``) must raise that
-error. Shell blocks: each ``bendserver render|sweep|info|bench|serve|export`` line runs (bench with few
-calls, serve for a second on the null backend); ``bendserver stress`` takes minutes and has its
-own test (tests/test_serve_jack.py). A block preceded by ``<!-- not run: reason -->`` is
+error. Shell blocks: each ``bendserver render|sweep|info|bench|serve|export`` line runs (bench
+with few calls, serve for a second on the null backend); ``bendserver stress`` takes minutes and
+has its own test (tests/test_serve_jack.py). A block preceded by ``<!-- not run: reason -->`` is
 skipped, with its reason in the page.
 """
 

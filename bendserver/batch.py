@@ -36,6 +36,7 @@ from typing import Any
 
 from .errors import BendingError
 from .files import commit, discard, write_text, writing
+from .readers import read_json
 from .render import ScoreEvent, render_file
 
 #: The manifest's name in the output folder (hidden: a folder of sound files does not list it).
@@ -238,9 +239,9 @@ class Manifest:
         self.plan: list = []
         if self.path.is_file():
             try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
+                data = read_json(self.path, "render manifest")
                 self.files, self.plan = dict(data["files"]), list(data["forms"])
-            except (ValueError, KeyError, TypeError):
+            except (BendingError, KeyError, TypeError, ValueError):
                 raise BendingError(
                     f"{self.path} is not a render manifest bendserver can read: remove it "
                     "(the files are then rendered again)"
@@ -343,22 +344,24 @@ def _here(recipe: Recipe, plan: Plan) -> Iterator[Done]:
 _WORKER: Worker | None = None
 
 
-def _start_worker(recipe: Recipe) -> None:
-    """A pool process, the model loaded: Ctrl-C is the driver's to handle, which stops the
-    pool with SIGTERM; that discards what the process writes and ends it without a word."""
-    global _WORKER
+def _start_worker() -> None:
+    """A pool process: Ctrl-C is the driver's to handle, which stops the pool with SIGTERM;
+    that discards what the process writes and ends it without a word."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _stop_quietly)
-    _WORKER = Worker(recipe)
 
 
 def _stop_quietly(signum: int, frame: Any) -> None:
-    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process is ending)
+    sys.stderr = open(os.devnull, "w")  # the process is ending: no traceback of the stop
     raise KeyboardInterrupt
 
 
-def _pool_render(job: Job, plan: list) -> Done:
-    assert _WORKER is not None
+def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
+    """Render in a pool process, loading the model at its first job (loaded in the pool's
+    initializer, a model that fails to load would start process after process)."""
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = Worker(recipe)
     return _WORKER.render(job, plan)
 
 
@@ -366,11 +369,11 @@ def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
     """A spawned process pool (torch and fork do not mix); stopped, each process discarding
     its unfinished file, when the run ends or is interrupted."""
     context = multiprocessing.get_context("spawn")
-    pool = context.Pool(workers, _start_worker, (recipe,))
+    pool = context.Pool(workers, _start_worker)
     try:
-        first = pool.apply(_pool_render, (plan.jobs[0], plan.manifest.plan))
+        first = pool.apply(_pool_render, (recipe, plan.jobs[0], plan.manifest.plan))
         yield first
-        rest = [(job, first.plan) for job in plan.jobs[1:]]
+        rest = [(recipe, job, first.plan) for job in plan.jobs[1:]]
         yield from pool.imap_unordered(_star_render, rest)
     except BaseException:
         pool.terminate()
@@ -380,7 +383,7 @@ def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
         pool.join()
 
 
-def _star_render(args: tuple[Job, list]) -> Done:
+def _star_render(args: tuple[Recipe, Job, list]) -> Done:
     return _pool_render(*args)
 
 

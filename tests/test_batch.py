@@ -71,6 +71,21 @@ def test_a_worker_renders_each_file_as_if_it_were_alone(tmp_path):
     assert after_others == (tmp_path / "one" / "f2.wav").read_bytes()
 
 
+def test_a_model_that_fails_to_load_in_a_pool_is_one_error(tmp_path):
+    """Loaded in the pool's initializer, a failing model would start process after process."""
+    source = _folder(tmp_path / "in", 2, stereo=False)
+    argv = ["render", str(source), "-m", "no_such_model", "--trust-model", "--workers", "2"]
+    result = subprocess.run(
+        [sys.executable, "-m", "bendserver.cli", *argv, "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "no_such_model" in result.stderr and "Traceback" not in result.stderr
+    assert not list((tmp_path / "out").glob("*.wav"))
+
+
 def test_a_model_that_draws_noise_renders_the_same_bytes_after_anything(tmp_path):
     """torch seeds each process at random: every file starts from the run's seed instead, so
     a model drawing noise renders a file alike in any worker, after any other file."""

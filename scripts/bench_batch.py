@@ -1,7 +1,9 @@
 """Batch render at scale, measured in one run: a folder of files rendered with ``--workers 1``,
 ``--workers N`` and (with ``--ray``) on a local Ray cluster of N CPUs, each as the command a
 user runs (process start, model load and Ray's start included), and whether every output is
-byte-identical to the sequential one.
+byte-identical to the sequential one. CPU seconds (those of the processes the command waited
+for: not Ray's, which its own daemons run) say what the workers cost beyond the sequential
+render, whatever else loads the machine.
 
     python scripts/bench_batch.py                  # 40 files of 10 s through drive, 1 vs 2 workers
     python scripts/bench_batch.py --ray            # and Ray with 2 CPUs
@@ -11,6 +13,7 @@ byte-identical to the sequential one.
 from __future__ import annotations
 
 import argparse
+import resource
 import subprocess
 import sys
 import tempfile
@@ -33,15 +36,19 @@ def make_inputs(folder: Path, files: int, seconds: float, rate: int) -> None:
         sf.write(str(folder / f"in{index:03d}.wav"), audio, rate, subtype="FLOAT")
 
 
-def run(command: list[str]) -> float:
-    """Wall seconds of one ``bendserver`` command (exit status checked)."""
+def run(command: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, of the command and the processes it waited
+    for) of one ``bendserver`` command (exit status checked)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "bendserver.cli", *command], capture_output=True, text=True
     )
+    wall = time.perf_counter() - started
     if result.returncode:
         raise SystemExit(f"bendserver {' '.join(command)} failed:\n{result.stderr}")
-    return time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def same_bytes(a: Path, b: Path) -> bool:
@@ -71,16 +78,17 @@ def main() -> None:
             runs.append((f"ray {args.workers} CPUs", ["--workers", str(args.workers), "--ray"]))
         audio = args.files * args.seconds
         print(f"{args.files} files of {args.seconds:g} s through {args.model} ({args.preset})")
-        print(f"{'run':<16}{'wall s':>8}{'x real time':>13}{'speed-up':>10}  same bytes")
+        print(
+            f"{'run':<16}{'wall s':>8}{'cpu s':>8}{'x real time':>13}{'speed-up':>10}  same bytes"
+        )
         first = None
         for index, (name, options) in enumerate(runs):
             out = root / f"out{index}"
-            seconds = run([*base, "-o", str(out), *options])
+            seconds, cpu = run([*base, "-o", str(out), *options])
             first = first or seconds
             same = "-" if index == 0 else ("yes" if same_bytes(root / "out0", out) else "NO")
-            print(
-                f"{name:<16}{seconds:>8.2f}{audio / seconds:>13.1f}{first / seconds:>10.2f}  {same}"
-            )
+            figures = f"{seconds:>8.2f}{cpu:>8.2f}{audio / seconds:>13.1f}{first / seconds:>10.2f}"
+            print(f"{name:<16}{figures}  {same}")
 
 
 if __name__ == "__main__":

@@ -366,25 +366,33 @@ def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
 
 
 def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
-    """A spawned process pool (torch and fork do not mix); stopped, each process discarding
-    its unfinished file, when the run ends or is interrupted."""
-    context = multiprocessing.get_context("spawn")
-    pool = context.Pool(workers, _start_worker)
+    """This process and ``workers - 1`` spawned ones (torch and fork do not mix). This one
+    renders while they start (a process imports torch and loads the model first): the first
+    file, whose forms go to every other, then a file whenever it is free; each of the others
+    has one file at a time. The pool is stopped, each process discarding its unfinished file,
+    when the run ends or is interrupted."""
+    pool = multiprocessing.get_context("spawn").Pool(workers - 1, _start_worker)
     try:
-        first = pool.apply(_pool_render, (recipe, plan.jobs[0], plan.manifest.plan))
+        here = Worker(recipe)
+        first = here.render(plan.jobs[0], plan.manifest.plan)
         yield first
-        rest = [(recipe, job, first.plan) for job in plan.jobs[1:]]
-        yield from pool.imap_unordered(_star_render, rest)
+        waiting, running = list(reversed(plan.jobs[1:])), []
+        while waiting or running:
+            while waiting and len(running) < workers - 1:
+                running.append(pool.apply_async(_pool_render, (recipe, waiting.pop(), first.plan)))
+            for result in [r for r in running if r.ready()]:
+                running.remove(result)
+                yield result.get()
+            if waiting:
+                yield here.render(waiting.pop(), first.plan)
+            elif running:
+                running[0].wait(0.05)
     except BaseException:
         pool.terminate()
         raise
     finally:
         pool.close()
         pool.join()
-
-
-def _star_render(args: tuple[Recipe, Job, list]) -> Done:
-    return _pool_render(*args)
 
 
 def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:

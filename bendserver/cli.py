@@ -467,7 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
         const="local",
         metavar="ADDRESS",
         help="render on a Ray cluster, one actor per worker (ADDRESS: the cluster's, e.g. "
-        "auto or ray://head:10001; none: a local one); needs pip install 'bendserver[ray]'",
+        "auto or ray://head:10001; none, or local: a local one, then give --ray after IN); "
+        "needs pip install 'bendserver[ray]'",
     )
 
     render = commands.add_parser(

@@ -14,9 +14,13 @@ $(BIN)/python:
 # their dependencies (nn-tilde pins torch==2.5), so that nothing replaces the pinned torch.
 TEST_MODELS ?= cached-conv==2.5.0 nn-tilde==1.6.0
 
+# The ray extra too, so that the suite's Ray test runs (a local 2-CPU cluster, about 10 s);
+# without it that test is skipped (make install EXTRAS=test).
+EXTRAS ?= test,ray
+
 install: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[test]" "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
 	$(BIN)/pip install -q --no-deps $(TEST_MODELS)
 
 # Plays the default model on its demo (looped) with its preset, on the default audio device

@@ -1,4 +1,4 @@
-"""The ``bendserver`` command: serve, render, info, bench, export, stress."""
+"""The ``bendserver`` command: serve, render, sweep, info, bench, export, stress."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .errors import BendingError, describe, is_bug
@@ -75,18 +76,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    import torch
-    from tqdm import tqdm
+    from .render import check_outputs, read_score, sound_files
 
-    from .audiofile import sound_info, streams_for
-    from .engine import StreamEngine
-    from .loader import add_versions, load_model
-    from .presets import preset_for
-    from .render import check_outputs, read_score, render_file, sound_files
-
-    torch.set_num_threads(args.threads)
-
-    score = read_score(Path(args.score)) if args.score else None
+    score = read_score(Path(args.score)) if args.score else []
     inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
     into_folder = len(inputs) > 1 or any(Path(i).is_dir() for i in args.inputs)
@@ -102,49 +94,124 @@ def _render(args: argparse.Namespace) -> int:
     if targets:  # they share a folder
         check_writable(targets[0])
     check_outputs(inputs, targets)
-    _probe(args)
-    infos = [sound_info(source) for source in inputs]
-    total = sum(info.duration for info in infos)
-    with tqdm(total=total, unit="s", disable=not sys.stderr.isatty(), leave=False) as bar:
-        for source, target, info in zip(inputs, targets, infos, strict=True):
-            model = load_model(args.model, args.device, args.models_dir, args.latency)
-            add_versions(model, args.version)
-            channels = 1 if args.mono else info.channels
-            engine = StreamEngine(
-                model,
-                block=args.block,
-                device=args.device,
-                preset=preset_for(model, args.preset),
-                fuse=not args.no_fuse,
-                optimize=args.optimize,
-                streams=streams_for(channels, model.method("forward").in_channels),
-            )
-            try:
-                rendered = render_file(
-                    engine,
-                    source,
-                    target,
-                    score,
-                    args.force,
-                    not args.no_resample,
-                    progress=bar,
-                    mono=args.mono,
-                    sample_rate=args.sr,
-                    keep_latency=args.keep_latency,
-                )
-            except KeyboardInterrupt:
-                print(f"interrupted: nothing was written to {target}", file=sys.stderr)
-                return 130
-            stats = engine.stats_dict()
-            bar.write(
-                f"wrote {target} ({rendered.seconds:.2f} s, {engine.out_channels} ch, "
-                f"{stats['blocks']} blocks of {engine.block}, compute p50 "
-                f"{stats['p50_ms']:.2f} ms, max {stats['max_ms']:.2f} ms, "
-                f"{stats['errors']} errors, {rendered.nonfinite} NaN/Inf, "
-                f"{rendered.limited} limited)",
-                file=sys.stdout,
-            )
+    jobs = [_job(source, target, score) for source, target in zip(inputs, targets, strict=True)]
+    return _run_batch(args, jobs, manifest=len(targets) > 1 or targets[0] != output)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .contact import Cell, contact_sheet
+    from .files import write_text
+    from .render import check_outputs, read_score
+    from .sweep import cell_events, cell_stem, cells, features, parse_vary, table
+
+    source = Path(args.input)
+    axes = [parse_vary(text) for text in args.vary]
+    grid = cells(axes)
+    score = read_score(Path(args.score)) if args.score else []
+    folder = Path(args.output)
+    targets = [folder / f"{cell_stem(source.stem, cell)}{args.format}" for cell in grid]
+    check_writable(targets[0])
+    check_outputs([source], targets)
+    jobs = [
+        _job(source, target, [*cell_events(axes, cell), *score], cell)
+        for target, cell in zip(targets, grid, strict=True)
+    ]
+    code = _run_batch(args, jobs, manifest=True)
+    if code:
+        return code
+    measured = [features(target, source) for target in targets]
+    rows = [(t.name, c, m) for t, c, m in zip(targets, grid, measured, strict=True)]
+    write_text(folder / "sweep.csv", table(axes, rows))
+    sheet = [Cell(t, c, m) for t, c, m in zip(targets, grid, measured, strict=True)]
+    preset = args.preset or "the model's own"
+    title = f"{source.name} through {args.model}, preset {preset}"
+    contact_sheet(axes, sheet, folder / "contact.png", folder / "index.html", title)
+    print(f"wrote {folder / 'sweep.csv'}, {folder / 'contact.png'}, {folder / 'index.html'}")
     return 0
+
+
+def _job(source: Path, target: Path, events: list, settings: tuple = ()) -> Any:
+    from .batch import Job
+
+    return Job(str(source), str(target), tuple(events), settings)
+
+
+def _recipe(args: argparse.Namespace) -> Any:
+    from .batch import Recipe
+
+    return Recipe(
+        model=args.model,
+        models_dir=tuple(args.models_dir),
+        versions=tuple(args.version),
+        preset=args.preset,
+        block=args.block,
+        device=args.device,
+        fuse=not args.no_fuse,
+        optimize=args.optimize,
+        mono=args.mono,
+        sample_rate=args.sr,
+        resample=not args.no_resample,
+        keep_latency=args.keep_latency,
+        latency=args.latency,
+        threads=args.threads,
+        seed=args.seed,
+    )
+
+
+def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
+    """Render ``jobs`` (files skipped by the output folder's manifest, if ``manifest``) with
+    one progress bar; Ctrl-C leaves the complete files and says how to go on."""
+    from tqdm import tqdm
+
+    from .audiofile import sound_info
+    from .batch import Done, Manifest, Plan, plan_jobs, run_jobs
+
+    recipe = _recipe(args)
+    folder = Path(jobs[0].target).parent
+    if manifest:
+        plan = plan_jobs(recipe, jobs, folder, args.force)
+    else:  # one file: nothing to resume, no manifest beside it
+        if Path(jobs[0].target).exists() and not args.force:
+            raise BendingError(f"{jobs[0].target} exists: pass --force to overwrite it")
+        plan = Plan(jobs, [], Manifest(folder), {})
+    _probe(args)
+    for job in plan.skipped:
+        print(f"kept {job.target} (made by the same model, preset, score and options)")
+    seconds = {job.target: sound_info(Path(job.source)).duration for job in plan.jobs}
+    written: list[str] = []
+    with tqdm(
+        total=sum(seconds.values()), unit="s", disable=not sys.stderr.isatty(), leave=False
+    ) as bar:
+
+        def done(result: Done) -> None:
+            written.append(result.target)
+            bar.update(seconds[result.target])
+            bar.write(result.line(), file=sys.stdout)
+
+        try:
+            run_jobs(recipe, plan, _workers(args), _ray_address(args), done, manifest)
+        except KeyboardInterrupt:
+            left = [job.target for job in plan.jobs if job.target not in written]
+            if len(plan.jobs) == 1:
+                print(f"interrupted: nothing was written to {left[0]}", file=sys.stderr)
+            else:
+                print(
+                    f"interrupted: {len(written)} of {len(plan.jobs)} files written, nothing "
+                    f"to the {len(left)} others: run the same command again to render them",
+                    file=sys.stderr,
+                )
+            return 130
+    return 0
+
+
+def _workers(args: argparse.Namespace) -> int:
+    from .batch import default_workers
+
+    return args.workers or default_workers()
+
+
+def _ray_address(args: argparse.Namespace) -> str | None:
+    return args.ray
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -385,41 +452,82 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
     serve.set_defaults(run=_serve)
 
-    render = commands.add_parser(
-        "render",
-        parents=[models, trusting, versions, threads, optimizing, devices],
-        help="render sound files through a bended model",
+    rendering = argparse.ArgumentParser(
+        add_help=False, parents=[models, trusting, versions, threads, optimizing, devices]
     )
-    render.add_argument(
-        "inputs", nargs="+", metavar="IN", help="input sound files, or folders of them"
-    )
-    render.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
-    render.add_argument(
+    rendering.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    rendering.add_argument(
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
-    render.add_argument("--score", help="text file of timed messages: time /address args...")
-    render.add_argument("-o", "--output", required=True, help="output file, or folder")
-    render.add_argument("--block", type=_positive, help="block size (default: the model's)")
-    render.add_argument("--format", default=".wav", help="extension when -o is a folder")
-    render.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    render.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
-    render.add_argument(
+    rendering.add_argument("--score", help="text file of timed messages: time /address args...")
+    rendering.add_argument("--block", type=_positive, help="block size (default: the model's)")
+    rendering.add_argument("--format", default=".wav", help="extension of files in a folder")
+    rendering.add_argument("--force", action="store_true", help="overwrite existing outputs")
+    rendering.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
+    rendering.add_argument(
         "--no-resample", action="store_true", help="refuse inputs at another sample rate"
     )
-    render.add_argument(
+    rendering.add_argument(
         "--mono",
         action="store_true",
         help="mix the input down to one channel first (default: every channel kept, one "
         "stream of the model each)",
     )
-    render.add_argument("--sr", type=_positive, help="output sample rate (default: the input's)")
-    render.add_argument(
+    rendering.add_argument("--sr", type=_positive, help="output sample rate (default: the input's)")
+    rendering.add_argument(
         "--keep-latency",
         action="store_true",
         help="keep the model's latency at the start (default: trimmed, the output aligned "
         "with the input)",
     )
+    rendering.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="torch's random seed at the start of each file, for models that draw noise "
+        "(RAVE's encoder): the same seed renders the same bytes (default 0)",
+    )
+    rendering.add_argument(
+        "--workers",
+        type=_positive,
+        help="files rendered at once, each in a process of its own with the model loaded once "
+        "(default: the cores; 1 renders in this process)",
+    )
+    rendering.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="render on a Ray cluster, one actor per worker (ADDRESS: the cluster's, e.g. "
+        "auto or ray://head:10001; none, or local: a local one, then give --ray after IN); "
+        "needs pip install 'bendserver[ray]'",
+    )
+
+    render = commands.add_parser(
+        "render", parents=[rendering], help="render sound files through a bended model"
+    )
+    render.add_argument(
+        "inputs", nargs="+", metavar="IN", help="input sound files, or folders of them"
+    )
+    render.add_argument("-o", "--output", required=True, help="output file, or folder")
     render.set_defaults(run=_render)
+
+    sweep = commands.add_parser(
+        "sweep",
+        parents=[rendering],
+        help="render one file over a grid of settings: files, a CSV of features, a contact sheet",
+    )
+    sweep.add_argument("input", metavar="IN", help="the input sound file")
+    sweep.add_argument(
+        "--vary",
+        action="append",
+        required=True,
+        metavar="OP.PARAM=VALUES",
+        help="a varied setting: mask.prob=0:1:5 (5 values from 0 to 1), noise.std=0,0.1,0.3, "
+        "or /engine/gain=0.5,1 (repeatable: the grid of all combinations)",
+    )
+    sweep.add_argument("-o", "--output", required=True, help="the folder written")
+    sweep.set_defaults(run=_sweep)
 
     info = commands.add_parser(
         "info", parents=[models, trusting], help="print a model's weights and activations"

@@ -223,6 +223,7 @@ def render_file(
             writing(output) as temp,
             sf.SoundFile(str(temp), "w", out_rate, engine.out_channels, subtype=subtype) as file,
         ):
+            _without_peak_time(file)
             writer = _Writer(file, engine, out_rate, wanted, 0 if keep_latency else latency)
             remaining, step = frames / rate, engine.block / engine.sample_rate
             for block in _blocks(engine, played, player):
@@ -247,6 +248,17 @@ def render_file(
             "written as they are (no fuse)" if engine.fuse is None else "the fuse wrote 0 for them",
         )
     return Rendered(written / out_rate, watch.samples, watch.ranges(), watch.limited())
+
+
+#: libsndfile's command that turns the PEAK chunk of float WAV and AIFF files on or off.
+_SFC_SET_ADD_PEAK_CHUNK = 0x1050
+
+
+def _without_peak_time(file: sf.SoundFile) -> None:
+    """Leave out the PEAK chunk, which holds the second it was written: the same render then
+    gives the same bytes (a batch render compares and resumes by them). soundfile has no call
+    for the command: it goes through its libsndfile handle."""
+    sf._snd.sf_command(file._file, _SFC_SET_ADD_PEAK_CHUNK, sf._ffi.NULL, 0)
 
 
 def _player(engine: StreamEngine, score: list[ScoreEvent], end: float, source: Path) -> ScorePlayer:

@@ -70,6 +70,13 @@ class Slow(nn.Module):
         return pause(x) * 0.5
 
 
+class Noisy(nn.Module):
+    """Adds noise drawn from torch's global generator each block, as RAVE's encoder samples."""
+
+    def forward(self, x):
+        return x + 0.1 * torch.randn_like(x)
+
+
 class Ratio(nn.Module):
     """``x / x``: 1 where the input is not 0, NaN where it is (a model that outputs NaN)."""
 

@@ -143,7 +143,8 @@ def test_a_folder_renders_into_a_folder(tmp_path, capsys):
     sf.write(str(tmp_path / "songs" / "b.flac"), np.zeros(4800, np.float32), 48000)
     (tmp_path / "songs" / "notes.txt").write_text("not a sound")
     assert main(["render", str(tmp_path / "songs"), "-o", str(tmp_path / "out")]) == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.wav", "b.wav"]
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == [".bendserver-render.json", "a.wav", "b.wav"]  # the manifest, the files
     a, b = sf.info(str(tmp_path / "out" / "a.wav")), sf.info(str(tmp_path / "out" / "b.wav"))
     assert (a.channels, a.samplerate, b.channels, b.samplerate) == (2, RATE, 1, 48000)
     assert "out/a.wav (0.50 s, 2 ch" in capsys.readouterr().out

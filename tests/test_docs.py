@@ -2,9 +2,9 @@
 
 Python blocks of one page run in order in one namespace (later blocks build on earlier ones). A
 line whose comment names an error (``bended(x)   # FlowGuardError: ...``) must raise that
-error. Shell blocks: each ``bendserver render|info|bench|serve|export`` line runs (bench with few
-calls, serve for a second on the null backend); ``bendserver stress`` takes minutes and has its
-own test (tests/test_serve_jack.py). A block preceded by ``<!-- not run: reason -->`` is
+error. Shell blocks: each ``bendserver render|sweep|info|bench|serve|export`` line runs (bench
+with few calls, serve for a second on the null backend); ``bendserver stress`` takes minutes and
+has its own test (tests/test_serve_jack.py). A block preceded by ``<!-- not run: reason -->`` is
 skipped, with its reason in the page.
 """
 
@@ -66,14 +66,15 @@ def test_python_examples_run(page, tmp_path, monkeypatch):
 
 
 def commands(page: Path) -> list[list[str]]:
-    """The ``bendserver render|info|bench|serve|export`` command lines of the page's shell
-    blocks."""
+    """The ``bendserver render|sweep|info|bench|serve|export`` command lines of the page's
+    shell blocks."""
     found = []
     for block in blocks(page, "sh"):
         for line in block.splitlines():
             words = shlex.split(line, comments=True)
             if words[:1] == ["bendserver"] and words[1] in (
                 "render",
+                "sweep",
                 "info",
                 "bench",
                 "serve",

@@ -96,6 +96,26 @@ def fastest_form(
     return _CHOSEN[key]
 
 
+def form_plan() -> list[list]:
+    """The forms chosen so far in this process, as JSON-able ``[key, form name or None]``
+    pairs: a batch render hands them to every worker (and records them), so that each file is
+    computed the same way whichever process renders it."""
+    names = {form: name for name, form in FORMS.items()}
+    return [
+        [[list(x_shape), list(weight_shape), *rest], names.get(form)]
+        for (x_shape, weight_shape, *rest), form in _CHOSEN.items()
+    ]
+
+
+def use_form_plan(plan: list[list]) -> None:
+    """Adopt another process's choices (:func:`form_plan`) instead of timing those shapes."""
+    for key, name in plan:
+        x_shape, weight_shape, bias, dilation, threads = key
+        _CHOSEN[(tuple(x_shape), tuple(weight_shape), bias, dilation, threads)] = (
+            None if name is None else FORMS[name]
+        )
+
+
 def _best_time(fn: Callable[..., torch.Tensor], args: tuple, calls: int = 15) -> float:
     for _ in range(3):
         fn(*args)

@@ -1,0 +1,438 @@
+"""Rendering many files at once: in worker processes, or in Ray actors on a cluster.
+
+Each worker loads the model once and renders every file it is given from a fresh copy of it
+(a TorchScript model is loaded again: its copy would not be the one the bending reaches), so
+the streaming state a file leaves in a model's buffers never reaches the next file, with
+torch's random seed set to the run's (a model that draws noise, RAVE's encoder, draws the same
+for a file in any process, whatever came before), one torch thread each, through
+:func:`.render.render_file`. The first file is rendered alone and the convolution forms its
+worker chose (:func:`.passes.convolution.form_plan`) are handed to every later file, so a
+file's bytes do not depend on which worker rendered it, nor on the files before it. A manifest
+in the output folder (``.bendserver-render.json``) records what made each file (model, preset,
+score, options, the input's digest) and those forms: a file already made the same way is
+skipped, so an interrupted run resumes where it stopped.
+
+In a process pool each worker writes a hidden pending file beside the output, which the driver
+renames into place and records as it learns it is complete. On Ray the driver sends each
+input's bytes to an actor and writes the file the actor sends back: the machines of a cluster
+need no shared storage.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import BendingError
+from .files import commit, discard, write_text, writing
+from .readers import read_json
+from .render import ScoreEvent, render_file
+
+#: The manifest's name in the output folder (hidden: a folder of sound files does not list it).
+MANIFEST = ".bendserver-render.json"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What makes every file of a run but its input and its score: the model and the options."""
+
+    model: str
+    models_dir: tuple[str, ...] = ()
+    versions: tuple[str, ...] = ()
+    preset: str | None = None
+    block: int | None = None
+    device: str = "cpu"
+    fuse: bool = True
+    optimize: str = "passes"
+    mono: bool = False
+    sample_rate: int | None = None
+    resample: bool = True
+    keep_latency: bool = False
+    latency: int | None = None  #: the model's latency in samples (None: its own, or measured)
+    threads: int = 1
+    seed: int = 0  #: torch's random seed at the start of every file
+
+    def identity(self) -> dict[str, Any]:
+        """The recipe as the manifest records it: files given by path (model, preset, versions)
+        by their digest too, so that a changed file renders again."""
+        made = asdict(self)
+        del made["threads"]  # one thread or several compute the same
+        for key in ("model", "preset"):
+            made[f"{key}_digest"] = _digest_if_file(made[key])
+        made["versions_digest"] = [_digest_if_file(v) for v in self.versions]
+        return made
+
+
+@dataclass(frozen=True)
+class Job:
+    """One file to render: its input, its output, the score's events and, in a sweep, the
+    settings of its cell (applied as events at 0 s)."""
+
+    source: str
+    target: str
+    events: tuple[ScoreEvent, ...] = ()
+    settings: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass
+class Done:
+    """What a worker reports of a rendered file."""
+
+    target: str
+    seconds: float
+    channels: int
+    blocks: int
+    block: int
+    p50_ms: float
+    max_ms: float
+    errors: int
+    nonfinite: int
+    limited: int
+    plan: list = field(default_factory=list)  #: the worker's convolution forms after it
+
+    def line(self) -> str:
+        return (
+            f"wrote {self.target} ({self.seconds:.2f} s, {self.channels} ch, {self.blocks} "
+            f"blocks of {self.block}, compute p50 {self.p50_ms:.2f} ms, max {self.max_ms:.2f} "
+            f"ms, {self.errors} errors, {self.nonfinite} NaN/Inf, {self.limited} limited)"
+        )
+
+
+class Worker:
+    """Loads the model once; renders each job from a fresh copy of it."""
+
+    def __init__(self, recipe: Recipe) -> None:
+        import torch
+
+        from .presets import preset_for
+
+        torch.set_num_threads(recipe.threads)
+        self.recipe = recipe
+        self.latency = recipe.latency
+        self.model = self._load()
+        self.latency = self.model.latency  # a .ts loaded again per file is measured once
+        self.preset = preset_for(self.model, recipe.preset)
+
+    def _load(self) -> Any:
+        from .loader import add_versions, load_model
+
+        recipe = self.recipe
+        model = load_model(recipe.model, recipe.device, recipe.models_dir, self.latency)
+        add_versions(model, recipe.versions)
+        return model
+
+    def _fresh_model(self) -> Any:
+        """A copy of the loaded model no file has played. A TorchScript module is loaded
+        again instead: a copy of it gets weights of its own that the bending (versions,
+        weight ops) does not reach."""
+        return self._load() if self.model.bended.scripted else copy.deepcopy(self.model)
+
+    def render(self, job: Job, plan: list, into: Path | None = None) -> Done:
+        """Render ``job`` with the convolution forms ``plan`` (those it lacks are timed) into
+        ``into`` (default: the job's pending file, which the driver puts in place)."""
+        import torch
+
+        from .audiofile import sound_info, streams_for
+        from .engine import StreamEngine
+        from .passes.convolution import form_plan, use_form_plan
+
+        use_form_plan(plan)
+        torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
+        recipe, model = self.recipe, self._fresh_model()
+        channels = 1 if recipe.mono else sound_info(Path(job.source)).channels
+        engine = StreamEngine(
+            model,
+            block=recipe.block,
+            device=recipe.device,
+            preset=self.preset,
+            fuse=recipe.fuse,
+            optimize=recipe.optimize,
+            streams=streams_for(channels, model.method("forward").in_channels),
+        )
+        rendered = render_file(
+            engine,
+            Path(job.source),
+            pending(job.target) if into is None else into,
+            list(job.events),
+            force=True,  # the driver decided what may be replaced
+            resample=recipe.resample,
+            mono=recipe.mono,
+            sample_rate=recipe.sample_rate,
+            keep_latency=recipe.keep_latency,
+        )
+        stats = engine.stats_dict()
+        return Done(
+            job.target,
+            rendered.seconds,
+            engine.out_channels,
+            int(stats["blocks"]),
+            engine.block,
+            stats["p50_ms"],
+            stats["max_ms"],
+            int(stats["errors"]),
+            rendered.nonfinite,
+            rendered.limited,
+            form_plan(),
+        )
+
+    def render_bytes(self, job: Job, plan: list, data: bytes) -> tuple[Done, bytes]:
+        """Render an input sent as bytes into a local temporary folder; the output's bytes
+        (Ray: the driver writes the file)."""
+        with tempfile.TemporaryDirectory(prefix="bendserver-") as folder:
+            source = Path(folder) / f"in{Path(job.source).suffix}"
+            target = Path(folder) / f"out{Path(job.target).suffix}"
+            source.write_bytes(data)
+            local = Job(str(source), job.target, job.events, job.settings)
+            done = self.render(local, plan, target)
+            return done, target.read_bytes()
+
+
+def pending(target: str | os.PathLike) -> Path:
+    """Where a worker writes a file (hidden, beside it) for the driver to put in place once it
+    has it: a file completed in the moment a run is interrupted is not left unrecorded."""
+    target = Path(target)
+    return target.with_name(f".{target.stem}.bendserver-pending{target.suffix}")
+
+
+# -- the manifest ------------------------------------------------------------------------------
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _digest_if_file(value: str | None) -> str | None:
+    return file_digest(value) if value is not None and Path(value).is_file() else None
+
+
+def made_by(recipe: dict[str, Any], job: Job) -> dict[str, Any]:
+    """What makes ``job``'s file: the recipe, the input's digest, the score and the cell."""
+    events = [[e.time, e.address, list(e.args)] for e in job.events]
+    made = {
+        "recipe": recipe,
+        "input": {"name": Path(job.source).name, "sha256": file_digest(job.source)},
+        "events": events,
+        "settings": dict(job.settings),
+    }
+    return json.loads(json.dumps(made))  # as the manifest reads it back
+
+
+class Manifest:
+    """The output folder's record of what made each file, and the convolution forms used."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / MANIFEST
+        self.files: dict[str, Any] = {}
+        self.plan: list = []
+        if self.path.is_file():
+            try:
+                data = read_json(self.path, "render manifest")
+                self.files, self.plan = dict(data["files"]), list(data["forms"])
+            except (BendingError, KeyError, TypeError, ValueError):
+                raise BendingError(
+                    f"{self.path} is not a render manifest bendserver can read: remove it "
+                    "(the files are then rendered again)"
+                ) from None
+
+    def made(self, target: Path, what: dict[str, Any]) -> bool:
+        """Whether ``target`` exists and was made by ``what``."""
+        return target.is_file() and self.files.get(target.name) == what
+
+    def record(self, target: Path, what: dict[str, Any]) -> None:
+        self.files[target.name] = what
+        self.save()
+
+    def save(self) -> None:
+        data = {"format": "bendserver.render", "version": 1, "forms": self.plan}
+        write_text(self.path, json.dumps({**data, "files": self.files}, indent=1) + "\n")
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Plan:
+    """The jobs of a run left after the manifest, and what it skipped."""
+
+    jobs: list[Job]
+    skipped: list[Job]
+    manifest: Manifest
+    made: dict[str, dict[str, Any]]  #: by target
+
+
+def plan_jobs(recipe: Recipe, jobs: list[Job], folder: Path, force: bool) -> Plan:
+    """Skip the jobs whose file the manifest says was made the same way; refuse (before
+    anything is rendered) an existing file made otherwise, unless ``force``."""
+    manifest = Manifest(folder)
+    identity = recipe.identity()
+    todo, skipped, made = [], [], {}
+    for job in jobs:
+        what = made[job.target] = made_by(identity, job)
+        target = Path(job.target)
+        if manifest.made(target, what) and not force:
+            skipped.append(job)
+        elif target.exists() and not force:
+            raise BendingError(
+                f"{target} exists and was not made by this render: pass --force to overwrite it"
+            )
+        else:
+            todo.append(job)
+    return Plan(todo, skipped, manifest, made)
+
+
+def run_jobs(
+    recipe: Recipe,
+    plan: Plan,
+    workers: int,
+    ray_address: str | None = None,
+    done: Callable[[Done], None] = lambda d: None,
+    record: bool = True,
+) -> None:
+    """Render the plan's jobs in ``workers`` processes (1: in this one), or Ray actors
+    (``ray_address``: ``"local"`` starts or joins a local cluster), calling ``done`` and,
+    with ``record``, recording each file in the manifest as it completes."""
+    if not plan.jobs:
+        return
+    workers = max(1, min(workers, len(plan.jobs)))
+    if ray_address is not None:
+        results = _on_ray(recipe, plan, workers, ray_address)
+    elif workers == 1:
+        results = _here(recipe, plan)
+    else:
+        results = _in_pool(recipe, plan, workers)
+    try:
+        for result in results:
+            if ray_address is None:
+                commit(pending(result.target), result.target)
+            plan.manifest.plan = result.plan
+            if record:
+                plan.manifest.record(Path(result.target), plan.made[result.target])
+            done(result)
+    finally:
+        results.close()  # the workers stopped: nothing more is written
+        for job in plan.jobs:
+            discard(pending(job.target))
+
+
+def _here(recipe: Recipe, plan: Plan) -> Iterator[Done]:
+    worker = Worker(recipe)
+    for job in plan.jobs:
+        yield worker.render(job, plan.manifest.plan)
+
+
+_WORKER: Worker | None = None
+
+
+def _start_worker() -> None:
+    """A pool process: Ctrl-C is the driver's to handle, which stops the pool with SIGTERM;
+    that discards what the process writes and ends it without a word."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop_quietly)
+
+
+def _stop_quietly(signum: int, frame: Any) -> None:
+    sys.stderr = open(os.devnull, "w")  # the process is ending: no traceback of the stop
+    raise KeyboardInterrupt
+
+
+def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
+    """Render in a pool process, loading the model at its first job (loaded in the pool's
+    initializer, a model that fails to load would start process after process)."""
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = Worker(recipe)
+    return _WORKER.render(job, plan)
+
+
+def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
+    """This process and ``workers - 1`` spawned ones (torch and fork do not mix). This one
+    renders while they start (a process imports torch and loads the model first): the first
+    file, whose forms go to every other, then a file whenever it is free; each of the others
+    has one file at a time. The pool is stopped, each process discarding its unfinished file,
+    when the run ends or is interrupted."""
+    pool = multiprocessing.get_context("spawn").Pool(workers - 1, _start_worker)
+    try:
+        here = Worker(recipe)
+        first = here.render(plan.jobs[0], plan.manifest.plan)
+        yield first
+        waiting, running = list(reversed(plan.jobs[1:])), []
+        while waiting or running:
+            while waiting and len(running) < workers - 1:
+                running.append(pool.apply_async(_pool_render, (recipe, waiting.pop(), first.plan)))
+            for result in [r for r in running if r.ready()]:
+                running.remove(result)
+                yield result.get()
+            if waiting:
+                yield here.render(waiting.pop(), first.plan)
+            elif running:
+                running[0].wait(0.05)
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.close()
+        pool.join()
+
+
+def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:
+    """One actor per worker (one CPU, and one GPU with ``--device cuda``), each loading the
+    model once; the driver sends the inputs' bytes and writes the outputs."""
+    try:
+        import ray
+        from ray.util import ActorPool
+    except ImportError:
+        raise BendingError(
+            "--ray needs Ray: pip install 'bendserver[ray]' (on every machine of the cluster)"
+        ) from None
+    started = not ray.is_initialized()
+    if started:
+        local = address in ("", "local")
+        ray.init(
+            address=None if local else address,
+            num_cpus=workers if local else None,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+        )
+    try:
+        gpus = 0 if recipe.device == "cpu" else 1  # an actor per GPU: it sees it as cuda:0
+        actor = ray.remote(num_cpus=1, num_gpus=gpus)(Worker)
+        actors = ActorPool([actor.remote(recipe) for _ in range(workers)])
+
+        def send(jobs: list[Job], forms: list) -> Iterator[Done]:
+            calls = lambda a, job: a.render_bytes.remote(job, forms, Path(job.source).read_bytes())
+            for done, data in actors.map_unordered(calls, jobs):
+                with writing(done.target) as temp:
+                    temp.write_bytes(data)
+                yield done
+
+        first = next(send(plan.jobs[:1], plan.manifest.plan))
+        yield first
+        yield from send(plan.jobs[1:], first.plan)
+    finally:
+        if started:
+            ray.shutdown()

@@ -16,7 +16,12 @@ import torch
 import torch.fx
 from torch import nn
 
+from .. import compat
 from ..tracing import is_guard
+
+#: What a converted TorchScript method's graph carries besides its nodes: the tensor constants
+#: its nodes read, the scalar attributes it froze.
+_GRAPH_DATA = ("constants", "attribute_reads")
 
 # Functions that write into their first argument.
 _INPLACE_FUNCTIONS = {
@@ -43,7 +48,9 @@ def writes_into(user: torch.fx.Node, node: torch.fx.Node) -> bool:
         return False
     if user.op == "call_method":
         return user.target.endswith("_") and not user.target.endswith("__")
-    return user.op == "call_function" and user.target in _INPLACE_FUNCTIONS
+    return user.op == "call_function" and (
+        user.target in _INPLACE_FUNCTIONS or compat.writes_first_argument(user.target)
+    )
 
 
 def activation_nodes(graph: torch.fx.Graph) -> list[torch.fx.Node]:
@@ -64,6 +71,9 @@ def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     output = new.graph_copy(graph, {})
     new.output(output)
     new.flow_steps = list(getattr(graph, "flow_steps", []))
+    for name in _GRAPH_DATA:  # a converted TorchScript method's (bendserver.tracing.script)
+        if hasattr(graph, name):
+            setattr(new, name, dict(getattr(graph, name)))
     return new
 
 
@@ -100,7 +110,7 @@ def graph_module(
     """A GraphModule running a copy of ``graph``, each target taken from the first root that has
     it (the shadow module, then extra attributes such as bound ops)."""
     graph = copy_graph(graph)
-    attributes: dict[str, Any] = dict(extra or {})
+    attributes: dict[str, Any] = {**getattr(graph, "constants", {}), **(extra or {})}
     for node in graph.nodes:
         if node.op in ("call_module", "get_attr") and node.target not in attributes:
             attributes[node.target] = _resolve(roots, node.target)

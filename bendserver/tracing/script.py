@@ -345,11 +345,10 @@ class ScriptConverter:
             return _outputs(target(*_concrete(positional), **_concrete(keywords)), node)
         outputs = self._emit(node, target, positional, keywords)
         if not returns_tensor:  # a scalar read from a tensor's values: frozen and guarded
-            result = outputs[0]
-            step = ValueFlowStep(name=result.node.name, value=result.value, file=_where(node))
+            read = self.graph.find_nodes(op="call_function", target=target)[-1]
+            step = ValueFlowStep(name=read.name, value=outputs[0], file=_where(node))
             self.flow_steps.append(step)
-            self.graph.call_function(guard_equal, (result.node, result.value, step.describe()))
-            return [result.value]
+            self.graph.call_function(guard_equal, (read, outputs[0], step.describe()))
         return outputs
 
     def _emit(

@@ -31,7 +31,7 @@ from .errors import BendingError
 from .files import write_text
 from .slices import breathe
 from .tracing import BendingTracer, restoring_buffers
-from .tracing.script import ConversionError, ScriptConverter
+from .tracing.script import ConversionError, ScriptConverter, setter_writes
 
 _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
 
@@ -96,6 +96,7 @@ class BendedModule:
         #: A TorchScript module's attributes as its setters left them (``path.attr`` -> value):
         #: what conversions read.
         self.script_attributes: dict[str, Any] = {}
+        self._examples: dict[str, dict[str, Any]] = {}
         self._weights = WeightBank(module, self._shadow)
         self._leaf_modules = tuple(leaf_modules)
         self._traced_modules = tuple(traced_modules)
@@ -197,7 +198,31 @@ class BendedModule:
             self.unconverted[fn] = str(error)
             raise
         self.unconverted.pop(fn, None)
+        self._examples[fn] = dict(inputs)
         return graph, converter.output
+
+    def set_attributes(self, values: Sequence[tuple[str, Any]]) -> bool:
+        """A TorchScript module's attributes as its setters (``set_<name>(value)``, in order)
+        would leave them: the converted graphs that froze one of them are converted again
+        (control side; the module itself is untouched). True when a graph changed."""
+        if not self.scripted:
+            return False
+        written: dict[str, Any] = {}
+        for name, value in values:
+            written.update(setter_writes(self.module, name, value, written))
+        self.script_attributes = written
+        stale = [
+            fn
+            for fn, graph in self._graphs.items()
+            if any(
+                written.get(path, frozen) != frozen
+                for path, frozen in getattr(graph, "attribute_reads", {}).items()
+            )
+        ]
+        for fn in stale:
+            self._graphs[fn], _ = self._convert(fn, self._examples[fn])
+            self._forget_runners(fn)
+        return bool(stale)
 
     def argument_names(self, fn: str = "forward") -> list[str]:
         """The arguments of the module's method ``fn``, in order."""

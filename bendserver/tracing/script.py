@@ -127,7 +127,8 @@ def setter_writes(
     found by running the setter's IR without touching the module (``attributes``: the values
     earlier setters wrote)."""
     converter = ScriptConverter(module, attributes)
-    converter.run_method(_Module(module, ""), f"set_{name}", [value])
+    with torch.no_grad(), restoring_buffers(module):
+        converter.run_method(_Module(module, ""), f"set_{name}", [value])
     return converter.writes
 
 

@@ -25,7 +25,15 @@ import torch.fx
 
 from .. import compat
 from ..errors import BendingError
-from .flow import FlowStep, LogicalFlowStep, ValueFlowStep, guard_bool, guard_equal
+from .flow import (
+    FlowStep,
+    LogicalFlowStep,
+    ValueFlowStep,
+    guard_bool,
+    guard_equal,
+    latent,
+    names_latent,
+)
 from .tracer import restoring_buffers
 
 
@@ -147,6 +155,7 @@ class ScriptConverter:
         self.constants: dict[str, torch.Tensor] = {}
         self._attrs: dict[str, _Tensor] = {}
         self._named: set[torch.fx.Node] = set()
+        self._forward_of_root = False
 
     def convert(self, method: str, inputs: Mapping[str, Any]) -> torch.fx.Graph:
         """The graph of ``root.<method>`` for ``inputs`` (argument name -> example value), with
@@ -166,6 +175,7 @@ class ScriptConverter:
                 node = self.graph.placeholder(argument.name, type_expr=torch.Tensor)
                 value = self._record(_Tensor(node, value))
             arguments.append(value)
+        self._forward_of_root = names_latent(self.root, method)
         with torch.no_grad(), restoring_buffers(self.root):
             outputs = self.run_method(_Module(self.root, ""), method, arguments)
         result = outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -249,6 +259,8 @@ class ScriptConverter:
     def _prim_CallMethod(self, node: Any, args: list[Any], env: dict[int, Any]) -> list[Any]:
         owner, method = args[0], compat.ir_name(node)
         outputs = self.run_method(owner, method, args[1:])
+        if self._forward_of_root and owner.path == "" and method == "encode":
+            outputs = [self._latent(outputs[0])]
         if owner.path:
             layer = owner.path.replace(".", "_") + ("" if method == "forward" else f"_{method}")
             self._name_output(outputs, layer, args)
@@ -404,6 +416,13 @@ class ScriptConverter:
         tensor.node.meta["dtype"] = tensor.value.dtype
         tensor.node.type = torch.Tensor
         return tensor
+
+    def _latent(self, value: Any) -> Any:
+        """The root's ``encode`` output in its ``forward``, through a node named ``latent``."""
+        if not isinstance(value, _Tensor):
+            return value
+        node = self.graph.call_function(latent, (value.node,), name="latent")
+        return self._record(_Tensor(node, value.value))
 
     def _name_output(self, outputs: list[Any], layer: str, inputs: list[Any]) -> None:
         """Name a submodule call's single tensor output after the submodule (the innermost

@@ -1,0 +1,233 @@
+"""A .ts file's methods converted into fx graphs: they play as the direct scripted calls do
+(block by block, after a reset), every activation op bends any tensor of them, the latent
+between encode and decode is an activation, and attributes still act. The same checks run on
+real RAVE exports where BENDSERVER_RAVE_DIR names a folder holding them."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import bendserver as tb
+from bendserver.control import Controller
+
+cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
+
+RAVE_FILES = ("rave_v2_streaming.ts", "rave_causal_streaming.ts")
+
+
+class Codec(nn.Module):
+    """A small RAVE-like nn~ file: a strided cached-conv encoder to a 4-dim latent at 1/4 rate,
+    a cached transposed-conv decoder with a branch on an attribute, ``encode``, ``decode``,
+    ``forward = decode(encode(x))`` and their ``<method>_params``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        cc.use_cached_conv(True)
+        self.encoder = nn.Sequential(
+            cc.Conv1d(1, 8, 5, padding=cc.get_padding(5, mode="causal")),
+            nn.LeakyReLU(0.2),
+            cc.Conv1d(8, 4, 8, stride=4, padding=cc.get_padding(8, 4, mode="causal")),
+        )
+        self.up = cc.ConvTranspose1d(4, 8, 8, stride=4, padding=2)
+        self.out = cc.Conv1d(8, 1, 3, padding=cc.get_padding(3, mode="causal"))
+        self.gate = True
+        self.register_buffer("encode_params", torch.tensor([1, 1, 4, 4]))
+        self.register_buffer("decode_params", torch.tensor([4, 4, 1, 1]))
+        self.register_buffer("forward_params", torch.tensor([1, 1, 1, 1]))
+        self.sr = 44100
+
+    @torch.jit.export
+    def get_methods(self) -> list[str]:
+        return ["encode", "decode", "forward"]
+
+    @torch.jit.export
+    def get_attributes(self) -> list[str]:
+        return ["gate"]
+
+    @torch.jit.export
+    def get_gate(self) -> bool:
+        return self.gate
+
+    @torch.jit.export
+    def set_gate(self, gate: bool) -> int:
+        self.gate = gate
+        return 0
+
+    @torch.jit.export
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x)
+
+    @torch.jit.export
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        y = torch.tanh(self.up(z))
+        if self.gate:
+            y = y * torch.sigmoid(y)
+        for _ in range(2):
+            y = y + 0.1 * y.mean(-1, keepdim=True)
+        return self.out(y)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x))
+
+
+def codec_file(folder: Path, seed: int = 0) -> Path:
+    """Script and save a Codec, its caches made and zeroed; returns the path."""
+    torch.manual_seed(seed)
+    model = Codec().eval()
+    with torch.no_grad():
+        model(torch.zeros(1, 1, 64))
+        for buffer in model.buffers():
+            if buffer.is_floating_point():
+                buffer.zero_()
+    path = folder / "codec.ts"
+    torch.jit.script(model).save(str(path))
+    return path
+
+
+def rave_files() -> list[Path]:
+    folder = os.environ.get("BENDSERVER_RAVE_DIR")
+    return [Path(folder) / f for f in RAVE_FILES if (Path(folder) / f).is_file()] if folder else []
+
+
+@pytest.fixture(scope="module", params=["codec", *rave_files()], ids=lambda p: Path(p).stem)
+def path(tmp_path_factory, request) -> Path:
+    """The small Codec, then each RAVE export found."""
+    if request.param == "codec":
+        return codec_file(tmp_path_factory.mktemp("codec"))
+    return request.param
+
+
+def inputs(engine: tb.StreamEngine, count: int, seed: int = 3) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shape = (engine.in_channels, engine.in_frames)
+    return [(0.3 * rng.standard_normal(shape)).astype(np.float32) for _ in range(count)]
+
+
+def engine_for(path: Path, method: str = "forward") -> tb.StreamEngine:
+    model = tb.load_model(path)
+    block = 256 if model.block_multiple <= 256 else 2048
+    return tb.StreamEngine(model, block=block, method=method, fuse=False)
+
+
+@pytest.mark.parametrize("method", ["forward", "encode", "decode"])
+def test_converted_methods_equal_direct_scripted_calls_over_16_blocks_and_after_a_reset(
+    path, method
+):
+    engine = engine_for(path, method)
+    assert engine.bended.unconverted == {} and engine.bended.traced_methods == [method]
+    direct = getattr(torch.jit.load(str(path)), method)
+    blocks = inputs(engine, 16)
+    played = []
+    for index, block in enumerate(blocks):
+        torch.manual_seed(index)  # a file that draws noise draws the same in both
+        got = engine.process(block)
+        torch.manual_seed(index)
+        with torch.no_grad():
+            want = direct(torch.from_numpy(block)[None])[0].numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=f"block {index}")
+        played.append(got)
+    engine.request_reset()
+    for index, block in enumerate(blocks):
+        torch.manual_seed(index)
+        np.testing.assert_allclose(engine.process(block), played[index], atol=1e-5, rtol=0)
+
+
+def inner_activation(engine: tb.StreamEngine) -> str:
+    """A tensor inside the decoder, not a layer's output (a tanh, an activation)."""
+    names = engine.bended.activation_names()
+    return next(n for n in names if n.startswith(("tanh", "leaky_relu")) and "latent" not in n)
+
+
+OPS = [
+    lambda: tb.Threshold(0.1, binary=False),
+    lambda: tb.Oscillate(depth=0.9, freq=0.01),
+    lambda: tb.Noise(0.5, dim=1, seed=2, fresh=True),
+    lambda: tb.Mask(0.5, seed=1),  # per unit, not per channel
+]
+
+
+@pytest.mark.parametrize("make", OPS, ids=["threshold", "lfo", "fresh-noise", "unit-mask"])
+def test_any_activation_op_bends_an_inner_tensor_and_removing_it_restores_the_output(path, make):
+    engine, reference = engine_for(path), engine_for(path)
+    target = inner_activation(engine)
+    blocks = inputs(engine, 6)
+    for block in blocks[:2]:
+        torch.manual_seed(0)
+        engine.process(block)
+        torch.manual_seed(0)
+        reference.process(block)
+    Controller(engine)  # the op is live over OSC too: its addresses exist
+    engine.add_op("bend", make(), target)
+    torch.manual_seed(0)
+    bent = engine.process(blocks[2])
+    torch.manual_seed(0)
+    plain = reference.process(blocks[2])
+    assert np.abs(bent - plain).max() > 1e-3, f"the op on {target} changes the output"
+    engine.remove_op("bend")
+    engine.request_reset()
+    reference.request_reset()
+    for block in blocks[3:]:
+        torch.manual_seed(0)
+        got = engine.process(block)
+        torch.manual_seed(0)
+        np.testing.assert_array_equal(got, reference.process(block))
+
+
+def test_a_layer_keeps_its_name_and_ops_are_listed_over_osc(tmp_path):
+    engine = engine_for(codec_file(tmp_path))
+    names = engine.bended.activation_names()
+    assert {"encoder_0", "encoder_2", "up", "out", "latent"} <= set(names)
+    assert "encoder.0.weight" in engine.bended.weight_names
+    control = Controller(engine)
+    (listed,) = control.dispatch("/list", ["activations"])
+    assert "latent" in listed[1] and "out" in listed[1]
+    control.dispatch("/bend/add", ["th", "Threshold", "tanh", "value", 0.25])
+    engine.process(inputs(engine, 1)[0])  # applied at the block boundary
+    assert control.dispatch("/get/bend/th/value") == [("/get/bend/th/value", [0.25])]
+
+
+def test_latent_scale_and_bias_on_one_dimension_change_only_that_dimension(path):
+    """``latent`` is the tensor between encode and decode in forward: Scale(0) and Bias(0.5) on
+    its dimension 1 play as decode(encode(x) with dimension 1 set to 0.5)."""
+    engine = engine_for(path)
+    engine.add_op("latent_scale", tb.Scale(0.0, unit=1), "latent")
+    engine.add_op("latent_bias", tb.Bias(0.5, unit=1), "latent")
+    direct = torch.jit.load(str(path))
+    for index, block in enumerate(inputs(engine, 3)):
+        torch.manual_seed(index)
+        got = engine.process(block)
+        torch.manual_seed(index)
+        with torch.no_grad():
+            z = direct.encode(torch.from_numpy(block)[None])
+            z[:, 1] = 0.5
+            want = direct.decode(z)[0].numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=f"block {index}")
+    bended = tb.load_model(path).bended
+    x = torch.from_numpy(inputs(engine, 1)[0])[None]
+    bended.trace("forward", x=torch.zeros_like(x))
+    bended.bend(tb.Scale(2.0, unit=0), "latent")
+    torch.manual_seed(0)
+    plain = bended.get_activations("latent", bended=False, x=x)["latent"]
+    torch.manual_seed(0)
+    bent = bended.get_activations("latent", x=x)["latent"]
+    torch.testing.assert_close(bent[:, 0], 2 * plain[:, 0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(bent[:, 1:], plain[:, 1:], atol=0, rtol=0)
+
+
+def test_an_attribute_that_changes_the_path_converts_again(tmp_path):
+    path = codec_file(tmp_path)
+    engine, direct = engine_for(path), torch.jit.load(str(path))
+    control = Controller(engine)
+    blocks = inputs(engine, 4)
+    for index, block in enumerate(blocks):
+        if index == 2:  # applies at the next block boundary
+            control.dispatch("/attr/gate", [0])
+            direct.set_gate(False)
+        with torch.no_grad():
+            want = direct(torch.from_numpy(block)[None])[0].numpy()
+        np.testing.assert_allclose(engine.process(block), want, atol=1e-5, rtol=0)
+    assert engine.bended.script_attributes == {"gate": False}

@@ -231,3 +231,33 @@ def test_an_attribute_that_changes_the_path_converts_again(tmp_path):
             want = direct(torch.from_numpy(block)[None])[0].numpy()
         np.testing.assert_allclose(engine.process(block), want, atol=1e-5, rtol=0)
     assert engine.bended.script_attributes == {"gate": False}
+
+
+def test_info_lists_the_converted_activations_or_says_why_a_method_is_not(tmp_path, capsys):
+    from test_torchscript import nn_tilde_file
+
+    from bendserver.cli import main
+
+    assert main(["info", str(codec_file(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "activations of decode (block 2048)" in out and "\nlatent " in out
+    assert main(["info", str(nn_tilde_file(tmp_path, fork=True))]) == 0
+    out = capsys.readouterr().out
+    assert "forward: not converted into a graph, plays as a direct scripted call: prim::fork" in out
+    assert "layer outputs (no method converted" in out
+
+
+def test_bench_sets_the_converted_graph_against_the_direct_scripted_call(tmp_path, capsys):
+    import json
+
+    from bendserver.cli import main
+
+    path = codec_file(tmp_path)
+    assert main(["bench", "-m", str(path), "--block", "256", "--calls", "3", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["blocks"]["256"]["runs"]
+    assert set(runs) == {
+        "direct scripted call",
+        "engine unbended (none)",
+        "engine unbended (passes)",
+    }
+    assert runs["direct scripted call"]["ratio_p50"] == 1.0

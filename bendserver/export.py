@@ -12,6 +12,7 @@ bendserver is needed to load it: ``torch.jit.load`` is enough.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from .module import BendedModule
 from .preset_fit import check_fit
 from .presets import Preset, load_preset, preset_for
 from .tracing import restoring_buffers
+from .tracing.script import ConversionError
 
 #: nn~'s type id of a float attribute.
 FLOAT_ATTRIBUTE = 2
@@ -50,14 +52,15 @@ def export_model(
     _check_block(loaded, block)
     for slot in bended.weight_bank.slots.values():  # the tensors the file runs with
         slot.requires_grad_(False)
-    if not bended.scripted:
-        _trace_methods(loaded, block)
+    graphs = _trace_methods(loaded, block)
     ops = _bend(loaded, preset)
-    methods, bound = (loaded.module, []) if bended.scripted else _traced_methods(loaded, block)
+    methods, bound = _traced_methods(loaded, block) if graphs else (loaded.module, [])
     weights = _WeightRefresh(bended)
-    traced_weights = torch.jit.trace(weights, torch.zeros(()), check_trace=False)
+    with warnings.catch_warnings():  # tracing a fixed loop over the weights: as intended
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        traced_weights = torch.jit.trace(weights, torch.zeros(()), check_trace=False)
     wrapper = torch.jit.script(_NnTilde(loaded, methods, traced_weights, ops))
-    wrapper.define(_source(loaded, block, ops, _op_paths(ops, weights, bound)))
+    wrapper.define(_source(loaded, block, ops, _op_paths(ops, weights, bound), graphs))
     with writing(output) as temp:
         torch.jit.save(wrapper, str(temp))
     return list(wrapper.get_attributes())
@@ -73,12 +76,18 @@ def _check_block(loaded: LoadedModel, block: int) -> None:
                 )
 
 
-def _trace_methods(loaded: LoadedModel, block: int) -> None:
-    """Trace every method at the block shape (what the engine does for one)."""
+def _trace_methods(loaded: LoadedModel, block: int) -> bool:
+    """Trace every method at the block shape (what the engine does for one; a TorchScript
+    file's are converted). False when a TorchScript file's method does not convert: the file
+    is then wrapped as it is."""
     for name, spec in loaded.methods.items():
         argument = loaded.bended.argument_names(name)[0]
         example = torch.zeros(1, spec.in_channels, block // spec.in_ratio)
-        loaded.bended.trace(name, **{argument: example})
+        try:
+            loaded.bended.trace(name, **{argument: example})
+        except ConversionError:
+            return False
+    return True
 
 
 def _bend(loaded: LoadedModel, preset: str | Path | Preset | None) -> dict[str, BendingOp]:
@@ -137,7 +146,8 @@ def _traced_methods(
     for name, spec in loaded.methods.items():
         examples[name] = torch.zeros(1, spec.in_channels, block // spec.in_ratio)
         setattr(methods, name, graphs[name].forward)  # what trace_module calls for ``name``
-    with torch.no_grad(), restoring_buffers(methods):
+    with torch.no_grad(), restoring_buffers(methods), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shapes fixed: as intended
         traced = torch.jit.trace_module(methods, examples, check_trace=False)
     bound = [(f"model.{p}", m.op) for p, m in methods.named_modules() if isinstance(m, BoundOp)]
     return traced, bound
@@ -202,13 +212,15 @@ def _source(
     block: int,
     ops: dict[str, BendingOp],
     paths: dict[str, tuple[bool, list[str]]],
+    graphs: bool,
 ) -> str:
-    """TorchScript source of the file's methods, getters and setters."""
+    """TorchScript source of the file's methods, getters and setters (``graphs``: the methods
+    are bended graphs for one block size)."""
     lines = []
     for name, spec in loaded.methods.items():
         frames = block // spec.in_ratio
         lines += [f"def {name}(self, x: Tensor) -> Tensor:"]
-        if not loaded.bended.scripted:
+        if graphs:
             lines += [
                 f"    assert x.size(-1) == {frames}, "
                 f'"this file was exported for blocks of {block} samples: set that buffer size"'

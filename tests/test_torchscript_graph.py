@@ -128,7 +128,9 @@ def test_converted_methods_equal_direct_scripted_calls_over_16_blocks_and_after_
         torch.manual_seed(index)
         with torch.no_grad():
             want = direct(torch.from_numpy(block)[None])[0].numpy()
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=f"block {index}")
+        # within 1e-5 (relative where RAVE's latents reach 4: the passes may pick another
+        # convolution form, which rounds otherwise)
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5, err_msg=f"block {index}")
         played.append(got)
     engine.request_reset()
     for index, block in enumerate(blocks):
@@ -137,9 +139,14 @@ def test_converted_methods_equal_direct_scripted_calls_over_16_blocks_and_after_
 
 
 def inner_activation(engine: tb.StreamEngine) -> str:
-    """A tensor inside the decoder, not a layer's output (a tanh, an activation)."""
-    names = engine.bended.activation_names()
-    return next(n for n in names if n.startswith(("tanh", "leaky_relu")) and "latent" not in n)
+    """A tensor inside the decoder that is not a convolution's output: the middle one of
+    those a tanh or a leaky ReLU computes."""
+    nodes = [
+        n.name
+        for n in engine.bended.graph("forward").nodes
+        if any(f in str(n.target) for f in ("tanh", "leaky_relu"))
+    ]
+    return nodes[len(nodes) // 2]
 
 
 OPS = [

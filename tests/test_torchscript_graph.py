@@ -268,3 +268,46 @@ def test_bench_sets_the_converted_graph_against_the_direct_scripted_call(tmp_pat
         "engine unbended (passes)",
     }
     assert runs["direct scripted call"]["ratio_p50"] == 1.0
+
+
+def test_an_exported_bended_file_equals_the_engine_and_is_a_version(path, tmp_path):
+    """export of a bended .ts: an activation op and a weight op inside, no warning, loads and
+    plays as the engine did block by block (without bendserver for the Codec), and is a
+    version of the file it came from (its weights by their names)."""
+    import re
+    import warnings
+
+    from test_export import run_without_bendserver
+
+    from bendserver.export import export_model
+    from bendserver.presets import Preset
+
+    probe = engine_for(path)
+    last = probe.bended.weight_names[-1]
+    config = tb.BendingConfig(
+        (tb.Threshold(0.0, binary=False), inner_activation(probe)), (tb.Scale(0.5), re.escape(last))
+    )
+    preset = Preset(name="bent", config=config.to_dict())
+    out = tmp_path / "bended.ts"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        export_model(path, out, preset=preset, block=probe.block)
+    engine = tb.StreamEngine(path, block=probe.block, preset=preset, fuse=False)
+    exported = torch.jit.load(str(out))
+    blocks = inputs(engine, 4)
+    for index, block in enumerate(blocks):
+        torch.manual_seed(index)
+        want = engine.process(block)
+        torch.manual_seed(index)
+        with torch.no_grad():
+            got = exported(torch.from_numpy(block)[None])[0].numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5, err_msg=f"block {index}")
+    if path.name == "codec.ts":
+        _, alone = run_without_bendserver(out, blocks, {}, tmp_path)
+        engine.request_reset()
+        for got, block in zip(alone, blocks, strict=True):
+            np.testing.assert_allclose(got, engine.process(block), atol=1e-5, rtol=0)
+    model = tb.load_model(path)
+    tb.loader.add_versions(model, [out])
+    bank = model.bended.weight_bank
+    torch.testing.assert_close(bank.versions["bended"][last], 0.5 * bank.versions[path.stem][last])

@@ -311,3 +311,22 @@ def test_an_exported_bended_file_equals_the_engine_and_is_a_version(path, tmp_pa
     tb.loader.add_versions(model, [out])
     bank = model.bended.weight_bank
     torch.testing.assert_close(bank.versions["bended"][last], 0.5 * bank.versions[path.stem][last])
+
+
+def test_the_shipped_latent_preset_bends_wavae_between_encode_and_decode():
+    """bendserver/presets/wavae_latent.json: RAVE VST's latent scale, bias and jitter as
+    Scale/Bias on one dimension and fresh Noise per dimension on ``latent``."""
+    engine = tb.StreamEngine("wavae", block=2048, preset="wavae_latent", fuse=False)
+    assert sorted(engine.ops) == ["latent_bias", "latent_jitter", "latent_scale"]
+    assert engine.bended.activation_shape("latent") == torch.Size([1, 8, 64])
+    plain = tb.StreamEngine("wavae", block=2048, fuse=False)
+    block = inputs(engine, 1)[0]
+    assert np.abs(engine.process(block) - plain.process(block)).max() > 1e-3
+    control = Controller(engine)
+    control.dispatch("/bend/latent_scale/value", [1.0])
+    control.dispatch("/bend/latent_bias/value", [0.0])
+    control.dispatch("/bend/latent_jitter/std", [0.0])
+    engine.process(block)
+    engine.request_reset()
+    plain.request_reset()
+    np.testing.assert_allclose(engine.process(block), plain.process(block), atol=1e-6, rtol=0)

@@ -406,9 +406,7 @@ class BendedModule:
             activations += [
                 n
                 for n in names
-                if n not in self._weights.slots
-                and n not in self.folds
-                and n not in activations
+                if n not in self._weights.slots and n not in self.folds and n not in activations
             ]
         if (activations or layers) and not op.bends_activations:
             raise BendingError(f"{op!r} bends weights only; keys {keys} match activations")

@@ -249,7 +249,9 @@ class ScriptConverter:
                     f"{path} is given a tensor of another shape ({_where(node)}): "
                     "only caches written in place convert"
                 )
-            copied = self.graph.call_function(torch.ops.aten.copy_.default, (current.node, value.node))
+            copied = self.graph.call_function(
+                torch.ops.aten.copy_.default, (current.node, value.node)
+            )
             current.value.copy_(value.value)
             self._record(_Tensor(copied, current.value))
             return []

@@ -331,3 +331,19 @@ def test_the_shipped_latent_preset_bends_wavae_between_encode_and_decode():
     engine.request_reset()
     plain.request_reset()
     np.testing.assert_allclose(engine.process(block), plain.process(block), atol=1e-6, rtol=0)
+
+
+def test_the_banner_says_whether_the_method_is_converted(tmp_path):
+    from test_torchscript import nn_tilde_file
+
+    from bendserver.serve import Server, ServeOptions
+
+    for path, line in (
+        (codec_file(tmp_path), "torchscript forward() converted into a graph: every op bends it"),
+        (
+            nn_tilde_file(tmp_path, fork=True, name="fork.ts"),
+            "torchscript forward() plays as a direct scripted call: prim::fork is not supported",
+        ),
+    ):
+        options = ServeOptions(model=str(path), audio="null", osc_port=0, block=256)
+        assert line in Server(options).banner()

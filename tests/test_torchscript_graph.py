@@ -3,16 +3,25 @@
 between encode and decode is an activation, and attributes still act. The same checks run on
 real RAVE exports where BENDSERVER_RAVE_DIR names a folder holding them."""
 
+import json
 import os
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from test_export import run_without_bendserver
+from test_torchscript import nn_tilde_file
 from torch import nn
 
 import bendserver as tb
+from bendserver.cli import main
 from bendserver.control import Controller
+from bendserver.export import export_model
+from bendserver.presets import Preset
+from bendserver.serve import ServeOptions, Server
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
 
@@ -242,10 +251,6 @@ def test_an_attribute_that_changes_the_path_converts_again(tmp_path):
 
 
 def test_info_lists_the_converted_activations_or_says_why_a_method_is_not(tmp_path, capsys):
-    from test_torchscript import nn_tilde_file
-
-    from bendserver.cli import main
-
     assert main(["info", str(codec_file(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert "activations of decode (block 2048)" in out and "\nlatent " in out
@@ -256,10 +261,6 @@ def test_info_lists_the_converted_activations_or_says_why_a_method_is_not(tmp_pa
 
 
 def test_bench_sets_the_converted_graph_against_the_direct_scripted_call(tmp_path, capsys):
-    import json
-
-    from bendserver.cli import main
-
     path = codec_file(tmp_path)
     assert main(["bench", "-m", str(path), "--block", "256", "--calls", "3", "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)["blocks"]["256"]["runs"]
@@ -275,14 +276,6 @@ def test_an_exported_bended_file_equals_the_engine_and_is_a_version(path, tmp_pa
     """export of a bended .ts: an activation op and a weight op inside, no warning, loads and
     plays as the engine did block by block (without bendserver for the Codec), and is a
     version of the file it came from (its weights by their names)."""
-    import re
-    import warnings
-
-    from test_export import run_without_bendserver
-
-    from bendserver.export import export_model
-    from bendserver.presets import Preset
-
     probe = engine_for(path)
     last = probe.bended.weight_names[-1]
     config = tb.BendingConfig(
@@ -334,10 +327,6 @@ def test_the_shipped_latent_preset_bends_wavae_between_encode_and_decode():
 
 
 def test_the_banner_says_whether_the_method_is_converted(tmp_path):
-    from test_torchscript import nn_tilde_file
-
-    from bendserver.serve import Server, ServeOptions
-
     for path, line in (
         (codec_file(tmp_path), "torchscript forward() converted into a graph: every op bends it"),
         (

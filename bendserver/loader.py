@@ -315,6 +315,8 @@ def _file_weights(module: nn.Module, names: list[str]) -> dict[str, torch.Tensor
     weights = dict(module.named_parameters())
     if set(names) <= set(weights):
         return weights
+    if hasattr(module, "get_methods"):  # an exported file computes its bended weights there
+        module.get_methods()
     held = dict(module.named_buffers())
     for name in set(names) - set(weights):
         found = next((t for key, t in held.items() if key.endswith(f".{name}")), None)

@@ -218,6 +218,7 @@ def _info(args: argparse.Namespace) -> int:
     import torch
 
     from .loader import load_model
+    from .tracing.script import ConversionError
 
     _probe(args)
     model = load_model(args.model, search=args.models_dir, latency=args.latency)
@@ -236,19 +237,22 @@ def _info(args: argparse.Namespace) -> int:
         print(f"attributes {model.attributes}")
     print("\nweights")
     model.bended.print_weights()
-    if model.bended.scripted:
-        print(
-            "\nlayer outputs (a TorchScript file: per-channel Mask, Scale, Bias, Affine, Invert "
-            "fold into these layers' weights; other activation ops need the Python model)"
-        )
-        model.bended.print_activations()
-        return 0
     for name, spec in model.methods.items():
         argument = model.bended.argument_names(name)[0]
         example = torch.zeros(1, spec.in_channels, model.block // spec.in_ratio)
-        model.bended.trace(name, **{argument: example})
+        try:
+            model.bended.trace(name, **{argument: example})
+        except ConversionError as error:
+            print(f"\n{name}: not converted into a graph, plays as a direct scripted call: {error}")
+            continue
         print(f"\nactivations of {name} (block {model.block})")
         model.bended.print_activations(name)
+    if model.bended.folds:
+        print(
+            "\nlayer outputs (no method converted: per-channel Mask, Scale, Bias, Affine, Invert "
+            "fold into these layers' weights; other activation ops need the Python model)"
+        )
+        model.bended.print_activations()
     return 0
 
 

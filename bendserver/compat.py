@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+import torch.fx
 from torch import nn
 
 
@@ -9,3 +11,110 @@ def has_forward_hooks(module: nn.Module) -> bool:
     """True when ``module`` has its own forward or forward-pre hooks (torch has no public way to
     ask): an optimised graph calls such a module through ``__call__`` so that its hooks run."""
     return bool(module._forward_hooks or module._forward_pre_hooks)
+
+
+# -- TorchScript IR (the .ts converter, bendserver.tracing.script) ------------------------------
+
+#: c10's ScalarType, Layout and MemoryFormat enums by number: TorchScript IR passes them as ints.
+_SCALAR_TYPES = (
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+    torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128,
+    torch.bool, torch.qint8, torch.quint8, torch.qint32, torch.bfloat16,
+)  # fmt: skip
+_LAYOUTS = (torch.strided, torch.sparse_coo)
+_MEMORY_FORMATS = (
+    torch.contiguous_format, torch.preserve_format, torch.channels_last, torch.channels_last_3d
+)  # fmt: skip
+_ENUMS = {"ScalarType": _SCALAR_TYPES, "Layout": _LAYOUTS, "MemoryFormat": _MEMORY_FORMATS}
+
+
+def script_methods(module: torch.jit.ScriptModule) -> list[str]:
+    """The names of a scripted module's methods."""
+    return list(module._c._method_names())
+
+
+def script_method_graph(module: torch.jit.ScriptModule, name: str) -> torch._C.Graph:
+    """The TorchScript IR of one method of a scripted module (not inlined: submodule calls
+    stay ``prim::CallMethod``, so their module paths are known)."""
+    return module._c._get_method(name).graph
+
+
+def script_function_graph(node: torch._C.Node) -> torch._C.Graph:
+    """The body of the function a ``prim::CallFunction`` node calls, as a graph of its own
+    (the call cloned into an empty graph and inlined there: IR has no other way to it)."""
+    graph = torch._C.Graph()
+    function = node.inputsAt(0)
+    constant = graph.createClone(function.node(), lambda value: value)
+    graph.insertNode(constant)
+    inputs = {}
+    for value in list(node.inputs())[1:]:
+        inputs[value.unique()] = graph.addInput()
+        inputs[value.unique()].setType(value.type())
+    call = graph.createClone(
+        node,
+        lambda v: constant.output() if v.unique() == function.unique() else inputs[v.unique()],
+    )
+    graph.insertNode(call)
+    for output in call.outputs():
+        graph.registerOutput(output)
+    torch._C._jit_pass_inline(graph)
+    return graph
+
+
+def ir_name(node: torch._C.Node) -> str:
+    """A ``prim::GetAttr``/``SetAttr``/``CallMethod`` node's name attribute."""
+    return node.s("name")
+
+
+def ir_constant(node: torch._C.Node) -> object:
+    """A ``prim::Constant`` node's value (None for None)."""
+    output = node.output()
+    return output.toIValue() if node.hasAttributes() else None
+
+
+def ir_schema(node: torch._C.Node) -> torch._C.FunctionSchema | None:
+    """The operator schema an IR node was matched to, or None (prim ops without one)."""
+    try:
+        return node.schema() and torch._C.parse_schema(node.schema())
+    except RuntimeError:
+        return None
+
+
+def ir_enum(type_name: str, value: object) -> object:
+    """An int that IR passes for a ScalarType, Layout or MemoryFormat, as the torch object (other
+    values as they are)."""
+    for name, table in _ENUMS.items():
+        if name in type_name and isinstance(value, int) and not isinstance(value, bool):
+            return table[value]
+    return value
+
+
+def dtype_number(dtype: torch.dtype) -> int:
+    """A dtype as the ScalarType number IR compares (``prim::dtype``)."""
+    return _SCALAR_TYPES.index(dtype)
+
+
+def rename_fx_node(node: torch.fx.Node, name: str) -> None:
+    """Give an fx node another name (fx makes it unique); fx has no public rename."""
+    node._rename(name)
+
+
+def writes_first_argument(target: object) -> bool:
+    """True for an operator (``torch.ops.aten.copy_.default``) that writes into its first
+    argument, as its schema says."""
+    schema = getattr(target, "_schema", None)
+    if not isinstance(schema, torch._C.FunctionSchema) or not schema.arguments:
+        return False
+    alias = schema.arguments[0].alias_info
+    return alias is not None and alias.is_write
+
+
+def returns_view(target: object) -> bool:
+    """True for an operator (``torch.ops.aten.slice.Tensor``) whose result may be a view of its
+    first argument (writing into the result writes into it), as its schema says."""
+    schema = getattr(target, "_schema", None)
+    if not isinstance(schema, torch._C.FunctionSchema) or not schema.arguments:
+        return False
+    alias = schema.arguments[0].alias_info
+    returned = schema.returns[0].alias_info if schema.returns else None
+    return alias is not None and not alias.is_write and returned is not None

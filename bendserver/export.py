@@ -5,14 +5,18 @@ The file follows nn~'s conventions: ``get_methods()``, a ``<method>_params`` buf
 with ``set_<a>``/``get_<a>`` (``<a>_params`` holds the type id, 2: float). Each live parameter of
 the preset's ops is an attribute ``<op>_<param>``. A Python model's methods are the bended graphs
 the engine plays (activation ops included), traced with ``torch.jit`` for one block size; a
-TorchScript file is wrapped as it is. Weight ops and the ops folded into a TorchScript file's
-weights are recomputed inside the file when one of their attributes is set. Nothing of
+TorchScript file's converted methods are its bended graphs too (a file that does not convert is
+wrapped as it is). Weight ops and the ops folded into a TorchScript file's weights are
+recomputed inside the file when one of their attributes is set; each weight is stored once (a
+bended one shares its source's storage in the file until first use). Nothing of
 bendserver is needed to load it: ``torch.jit.load`` is enough.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ from .module import BendedModule
 from .preset_fit import check_fit
 from .presets import Preset, load_preset, preset_for
 from .tracing import restoring_buffers
+from .tracing.script import ConversionError
 
 #: nn~'s type id of a float attribute.
 FLOAT_ATTRIBUTE = 2
@@ -52,15 +57,16 @@ def export_model(
     _check_block(loaded, block)
     for slot in bended.weight_bank.slots.values():  # the tensors the file runs with
         slot.requires_grad_(False)
-    if not bended.scripted:
-        _trace_methods(loaded, block)
+    graphs = _trace_methods(loaded, block)
     ops = _bend(loaded, preset)
-    methods, bound = (loaded.module, []) if bended.scripted else _traced_methods(loaded, block)
+    methods, bound = _traced_methods(loaded, block) if graphs else (loaded.module, [])
     weights = _WeightRefresh(bended)
-    traced_weights = torch.jit.trace(weights, torch.zeros(()), check_trace=False)
+    with warnings.catch_warnings():  # tracing a fixed loop over the weights: as intended
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        traced_weights = torch.jit.trace(weights, torch.zeros(()), check_trace=False)
     wrapper = torch.jit.script(_NnTilde(loaded, methods, traced_weights, ops))
-    wrapper.define(_source(loaded, block, ops, _op_paths(ops, weights, bound)))
-    with writing(output) as temp:
+    wrapper.define(_source(loaded, block, ops, _op_paths(ops, weights, bound), graphs, weights))
+    with writing(output) as temp, weights.stored_once():
         torch.jit.save(wrapper, str(temp))
     return list(wrapper.get_attributes())
 
@@ -75,12 +81,18 @@ def _check_block(loaded: LoadedModel, block: int) -> None:
                 )
 
 
-def _trace_methods(loaded: LoadedModel, block: int) -> None:
-    """Trace every method at the block shape (what the engine does for one)."""
+def _trace_methods(loaded: LoadedModel, block: int) -> bool:
+    """Trace every method at the block shape (what the engine does for one; a TorchScript
+    file's are converted). False when a TorchScript file's method does not convert: the file
+    is then wrapped as it is."""
     for name, spec in loaded.methods.items():
         argument = loaded.bended.argument_names(name)[0]
         example = torch.zeros(1, spec.in_channels, block // spec.in_ratio)
-        loaded.bended.trace(name, **{argument: example})
+        try:
+            loaded.bended.trace(name, **{argument: example})
+        except ConversionError:
+            return False
+    return True
 
 
 def _bend(loaded: LoadedModel, preset: str | Path | Preset | None) -> dict[str, BendingOp]:
@@ -139,7 +151,8 @@ def _traced_methods(
     for name, spec in loaded.methods.items():
         examples[name] = torch.zeros(1, spec.in_channels, block // spec.in_ratio)
         setattr(methods, name, graphs[name].forward)  # what trace_module calls for ``name``
-    with torch.no_grad(), restoring_buffers(methods):
+    with torch.no_grad(), restoring_buffers(methods), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shapes fixed: as intended
         traced = torch.jit.trace_module(methods, examples, check_trace=False)
     bound = [(f"model.{p}", m.op) for p, m in methods.named_modules() if isinstance(m, BoundOp)]
     return traced, bound
@@ -156,9 +169,23 @@ class _WeightRefresh(nn.Module):
         self.chains = {name: folds_last(bank.ops[name]) for name in self.names}
         ops = {id(op): op for chain in self.chains.values() for op, _ in chain}
         self.ops = nn.ModuleDict({f"op_{i}": op for i, op in enumerate(ops.values())})
-        for index, name in enumerate(self.names):
-            self.register_buffer(f"source_{index}", bank.source(name).detach().clone())
-            self.register_buffer(f"target_{index}", bank.slots[name].data)
+        self.slots = [bank.slots[name] for name in self.names]
+        for index, slot in enumerate(self.slots):
+            self.register_buffer(f"source_{index}", bank.source(self.names[index]).detach().clone())
+            self.register_buffer(f"target_{index}", slot)  # the tensor the graphs hold
+
+    @contextlib.contextmanager
+    def stored_once(self) -> Iterator[None]:
+        """Meanwhile, each bended weight shares its source's storage: saved, the file holds one
+        copy of it, and gives it storage of its own when first used (``_ready``)."""
+        bent = [slot.data for slot in self.slots]
+        for index, slot in enumerate(self.slots):
+            slot.data = getattr(self, f"source_{index}")
+        try:
+            yield
+        finally:
+            for slot, tensor in zip(self.slots, bent, strict=True):
+                slot.data = tensor
 
     def op_path(self, op: BendingOp) -> str | None:
         """Where ``op`` is in the file (None: it bends no weight)."""
@@ -193,6 +220,7 @@ class _NnTilde(nn.Module):
         for attribute in _attributes(ops):
             self.register_buffer(f"{attribute}_params", torch.tensor([FLOAT_ATTRIBUTE]))
         self.register_buffer("tick", torch.zeros(()))
+        self.weights_ready = False
 
 
 def _attributes(ops: dict[str, BendingOp]) -> list[str]:
@@ -204,25 +232,37 @@ def _source(
     block: int,
     ops: dict[str, BendingOp],
     paths: dict[str, tuple[bool, list[str]]],
+    graphs: bool,
+    weights: _WeightRefresh,
 ) -> str:
-    """TorchScript source of the file's methods, getters and setters."""
-    lines = []
+    """TorchScript source of the file's methods, getters and setters (``graphs``: the methods
+    are bended graphs for one block size). Each starts with ``_ready``: the bended weights,
+    saved sharing their sources' storage, get their own and are computed (once, on first use;
+    nn~ and bendserver call ``get_methods`` when they load a file)."""
+    lines = ["def _ready(self) -> int:", "    if not self.weights_ready:"]
+    lines += [
+        f"        self.weights.target_{i}.set_(self.weights.source_{i}.clone())"
+        for i in range(len(weights.names))
+    ]
+    lines += ["        self.weights(self.tick)", "        self.weights_ready = True"]
+    lines += ["    return 0"]
     for name, spec in loaded.methods.items():
         frames = block // spec.in_ratio
-        lines += [f"def {name}(self, x: Tensor) -> Tensor:"]
-        if not loaded.bended.scripted:
+        lines += [f"def {name}(self, x: Tensor) -> Tensor:", "    self._ready()"]
+        if graphs:
             lines += [
                 f"    assert x.size(-1) == {frames}, "
                 f'"this file was exported for blocks of {block} samples: set that buffer size"'
             ]
         lines += [f"    return self.model.{name}(x)"]
-    lines += ["def get_methods(self) -> List[str]:", f"    return {list(loaded.methods)!r}"]
+    lines += ["def get_methods(self) -> List[str]:", "    self._ready()"]
+    lines += [f"    return {list(loaded.methods)!r}"]
     lines += ["def get_attributes(self) -> List[str]:", f"    return {_attributes(ops)!r}"]
     for op_id, op in ops.items():
         refresh, places = paths[op_id]
         for param in op.params:
             where = [f"self.{path}._{param}" for path in places]
-            lines += [f"def set_{op_id}_{param}(self, value: float) -> int:"]
+            lines += [f"def set_{op_id}_{param}(self, value: float) -> int:", "    self._ready()"]
             lines += [f"    {tensor}.fill_(value)" for tensor in where]
             if refresh:
                 lines += ["    self.weights(self.tick)"]

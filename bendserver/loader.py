@@ -333,9 +333,10 @@ def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:
             raise BendingError(f"--version: no file {file}")
         if file.suffix in TORCHSCRIPT_SUFFIXES:
             try:
-                weights = dict(torch.jit.load(str(file), map_location="cpu").named_parameters())
+                loaded = torch.jit.load(str(file), map_location="cpu")
             except (RuntimeError, ValueError) as error:
                 raise BendingError(f"{file} is not a TorchScript file: {error}") from None
+            weights = _file_weights(loaded, model.bended.weight_names)
         elif file.suffix == ".safetensors":
             weights = load_file(str(file))
         else:
@@ -348,6 +349,22 @@ def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:
             )
         device = next(iter(bank.slots.values())).device
         model.bended.create_version(file.stem, {k: v.to(device) for k, v in weights.items()})
+
+
+def _file_weights(module: nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
+    """A TorchScript file's weights by the names the model gives them: its parameters, or in a
+    file ``bendserver export`` wrote, the tensors its graphs hold under those names."""
+    weights = dict(module.named_parameters())
+    if set(names) <= set(weights):
+        return weights
+    if hasattr(module, "get_methods"):  # an exported file computes its bended weights there
+        module.get_methods()
+    held = dict(module.named_buffers())
+    for name in set(names) - set(weights):
+        found = next((t for key, t in held.items() if key.endswith(f".{name}")), None)
+        if found is not None:
+            weights[name] = found
+    return weights
 
 
 #: The manifest keys bendserver reads, with their kinds (:func:`bendserver.readers.expect`) and

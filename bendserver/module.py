@@ -32,6 +32,7 @@ from .errors import BendingError
 from .files import write_text
 from .slices import breathe
 from .tracing import BendingTracer, restoring_buffers
+from .tracing.script import ConversionError, ScriptConverter, setter_writes
 
 _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
 
@@ -83,12 +84,20 @@ class BendedModule:
         if not isinstance(module, nn.Module):
             raise BendingError(f"BendedModule wraps a torch.nn.Module, got {type(module).__name__}")
         self.module = module
-        #: A TorchScript module cannot be copied with aliased weights nor traced: it is bended in
-        #: place (whoever loaded it owns it), weights only.
+        #: A TorchScript module cannot be copied with aliased weights: it is bended in place
+        #: (whoever loaded it owns it); its methods are converted into graphs instead of traced.
         self.scripted = isinstance(module, torch.jit.ScriptModule)
         self._shadow = module if self.scripted else shadow_copy(module)
-        #: A TorchScript module's layers whose output channels per-channel ops fold into.
+        #: A TorchScript module's layers whose output channels per-channel ops fold into (while
+        #: none of its methods is converted).
         self.fold_layers: dict[str, FoldLayer] = fold_layers(module) if self.scripted else {}
+        #: A TorchScript module's methods that could not be converted, with the reason: they
+        #: play as direct scripted calls.
+        self.unconverted: dict[str, str] = {}
+        #: A TorchScript module's attributes as its setters left them (``path.attr`` -> value):
+        #: what conversions read.
+        self.script_attributes: dict[str, Any] = {}
+        self._examples: dict[str, dict[str, Any]] = {}
         self._weights = WeightBank(module, self._shadow)
         self._leaf_modules = tuple(leaf_modules)
         self._traced_modules = tuple(traced_modules)
@@ -172,23 +181,59 @@ class BendedModule:
         Returns the graph (``graph.flow_steps`` lists the control-flow decisions it froze), or
         ``(graph, (output,))`` with ``_return_out=True``. Tracing again replaces the graph.
         """
-        if self.scripted:
-            raise BendingError(
-                "a TorchScript module cannot be traced: its weights can be bended, its "
-                "activations need the Python model"
-            )
-        tracer = BendingTracer(self._leaf_modules, self._traced_modules)
         self._weights.sync()
-        graph, output = tracer.trace_method(self._shadow, fn, inputs)
+        if self.scripted:
+            graph, output = self._convert(fn, inputs)
+        else:
+            tracer = BendingTracer(self._leaf_modules, self._traced_modules)
+            graph, output = tracer.trace_method(self._shadow, fn, inputs)
         self._graphs[fn] = graph
         self._forget_runners(fn)
         return (graph, (output,)) if _return_out else graph
+
+    def _convert(self, fn: str, inputs: dict[str, Any]) -> tuple[torch.fx.Graph, Any]:
+        """A TorchScript method as a graph (:mod:`bendserver.tracing.script`); a method that
+        does not convert raises a ConversionError and is listed in ``unconverted``."""
+        converter = ScriptConverter(self.module, self.script_attributes)
+        try:
+            graph = converter.convert(fn, inputs)
+        except ConversionError as error:
+            self.unconverted[fn] = str(error)
+            raise
+        self.unconverted.pop(fn, None)
+        self._examples[fn] = dict(inputs)
+        return graph, converter.output
+
+    def set_attributes(self, values: Sequence[tuple[str, Any]]) -> bool:
+        """A TorchScript module's attributes as its setters (``set_<name>(value)``, in order)
+        would leave them: the converted graphs that froze one of them are converted again
+        (control side; the module itself is untouched). True when a graph changed."""
+        if not self.scripted:
+            return False
+        written: dict[str, Any] = {}
+        for name, value in values:
+            written.update(setter_writes(self.module, name, value, written))
+        self.script_attributes = written
+        stale = [
+            fn
+            for fn, graph in self._graphs.items()
+            if any(
+                written.get(path, frozen) != frozen
+                for path, frozen in getattr(graph, "attribute_reads", {}).items()
+            )
+        ]
+        for fn in stale:
+            self._graphs[fn], _ = self._convert(fn, self._examples[fn])
+            self._forget_runners(fn)
+        return bool(stale)
 
     def argument_names(self, fn: str = "forward") -> list[str]:
         """The arguments of the module's method ``fn``, in order."""
         method = getattr(self.module, fn, None)
         if not callable(method):
             raise BendingError(f"{type(self.module).__name__} has no method '{fn}'")
+        if self.scripted:
+            return [a.name for a in method.schema.arguments[1:]]
         return list(inspect.signature(method).parameters)
 
     @property
@@ -215,11 +260,17 @@ class BendedModule:
         """The graph of ``fn`` with its activation ops inserted."""
         return self.compiled(fn).graph
 
+    @property
+    def folds(self) -> dict[str, FoldLayer]:
+        """The layers per-channel ops fold into: a TorchScript module's, while none of its
+        methods is converted into a graph (then every activation is a node)."""
+        return self.fold_layers if self.scripted and not self._graphs else {}
+
     def activation_names(self, fn: str | None = None) -> list[str]:
-        """The activations of ``fn`` (of a TorchScript module: its layers' outputs that
-        per-channel ops fold into, whatever ``fn``)."""
-        if self.scripted:
-            return list(self.fold_layers)
+        """The activations of ``fn`` (of a TorchScript module none of whose methods converted:
+        its layers' outputs that per-channel ops fold into, whatever ``fn``)."""
+        if self.folds:
+            return list(self.folds)
         return [node.name for node in self._bendable(fn)]
 
     def _bendable(self, fn: str | None) -> list[torch.fx.Node]:
@@ -249,8 +300,8 @@ class BendedModule:
 
     def print_activations(self, fn: str | None = None, out: str | None = None) -> str:
         """Print a table of ``fn``'s activations (name, node kind, shape). Returns the table."""
-        if self.scripted:
-            rows = [(f.name, f.kind, f.channels) for f in self.fold_layers.values()]
+        if self.folds:
+            rows = [(f.name, f.kind, f.channels) for f in self.folds.values()]
             return _emit(tabulate(rows, headers=("name", "layer", "channels")), out)
         rows = [(n.name, n.op, n.meta["shape"]) for n in self._bendable(fn)]
         return _emit(tabulate(rows, headers=("name", "node", "shape")), out)
@@ -288,8 +339,7 @@ class BendedModule:
         other than ``forward`` are named ``fn:name``; a key ``fn:regex`` looks only there."""
         fn, pattern = self._split_key(key)
         names = [] if fn else [w for w in self.weight_names if pattern.fullmatch(w)]
-        if self.scripted:
-            names += [a for a in self.fold_layers if pattern.fullmatch(a)]
+        names += [a for a in self.folds if pattern.fullmatch(a)]
         for traced in [fn] if fn else list(self._graphs):
             prefix = "" if traced == "forward" else f"{traced}:"
             names += [prefix + a for a in self._matching_activations(pattern, traced)]
@@ -297,7 +347,7 @@ class BendedModule:
             self._refuse_inert(key, fn, pattern)
             everything = (
                 self.weight_names
-                + list(self.fold_layers)
+                + list(self.folds)
                 + [
                     a if f == "forward" else f"{f}:{a}"
                     for f in self._graphs
@@ -379,13 +429,11 @@ class BendedModule:
         for key in keys:
             names = self.resolve(key)
             weights += [n for n in names if n in self._weights.slots and n not in weights]
-            layers += [n for n in names if n in self.fold_layers and n not in layers]
+            layers += [n for n in names if n in self.folds and n not in layers]
             activations += [
                 n
                 for n in names
-                if n not in self._weights.slots
-                and n not in self.fold_layers
-                and n not in activations
+                if n not in self._weights.slots and n not in self.folds and n not in activations
             ]
         if (activations or layers) and not op.bends_activations:
             raise BendingError(f"{op!r} bends weights only; keys {keys} match activations")
@@ -393,7 +441,7 @@ class BendedModule:
             raise BendingError(f"{op!r} bends activations only, not weights like '{weights[0]}'")
         folds: dict[str, Any] = {}
         for name in layers:
-            layer = self.fold_layers[name]
+            layer = self.folds[name]
             folds.update(fold_states(op, layer, self._weights.slots[layer.weight]))
         reading = self._reader_folds(op, activations) if readers else {}
         return Targets(weights, activations, folds, reading)

@@ -293,6 +293,14 @@ class Server:
             f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "
             f"{options.reply_host or 'the sender'}:{options.reply_port}",
         ]
+        if engine.bended.scripted:
+            unconverted = engine.bended.unconverted.get(engine.method)
+            lines.insert(
+                1,
+                f"torchscript {engine.method}() plays as a direct scripted call: {unconverted}"
+                if unconverted
+                else f"torchscript {engine.method}() converted into a graph: every op bends it",
+            )
         if self.fallback:
             found = sorted({d.hostapi for d in output_devices() or []})
             hint = f" (found: {', '.join(found)})" if found else ""

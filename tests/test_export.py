@@ -150,7 +150,7 @@ def test_a_torchscript_file_exported_with_folds_and_weight_ops(tmp_path):
                               (tb.Noise(0.2, seed=1), r"b\.weight"))  # fmt: skip
     preset = Preset(name="folds", config=config.to_dict())
     path = tmp_path / "bended.ts"
-    assert export_model(source, path, preset=preset) == ["mask_prob", "noise_std"]
+    assert export_model(source, path, preset=preset, block=512) == ["mask_prob", "noise_std"]
     changes = {2: [("mask", "prob", 0.9), ("noise", "std", 0.0)]}
     blocks = signal(1, 512, 5)
     module = torch.jit.load(str(path))

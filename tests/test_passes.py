@@ -361,3 +361,46 @@ def test_compile_keeps_the_passes_where_they_are_faster_or_dynamo_cannot_take_th
     assert re.fullmatch(r"compiled \S+ ms vs passes \S+ ms per block: (compiled|the passes)", bare)
     assert bended.startswith("not compiled (") and bended.endswith("): the passes")
     assert not isinstance(engines[1]._forward, compiled.GuardedForward)
+
+
+def test_the_torchscript_ir_accessors_of_compat():
+    """What the .ts converter reads through compat: a method's IR, a called function's body,
+    constants, names, enums passed as ints, and which operators write or return views."""
+    from bendserver import compat
+
+    @torch.jit.script
+    def doubled(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    class Calls(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Conv1d(1, 1, 1)
+
+        def forward(self, x):
+            return doubled(self.inner(x))
+
+    scripted = torch.jit.script(Calls())
+    assert {"forward"} <= set(compat.script_methods(scripted))
+    graph = compat.script_method_graph(scripted, "forward")
+    kinds = [node.kind() for node in graph.nodes()]
+    assert "prim::CallMethod" in kinds and "prim::CallFunction" in kinds
+    call = next(n for n in graph.nodes() if n.kind() == "prim::CallMethod")
+    assert compat.ir_name(call) == "forward"
+    body = compat.script_function_graph(next(n for n in graph.nodes() if "Function" in n.kind()))
+    assert [n.kind() for n in body.nodes() if n.kind().startswith("aten")] == ["aten::mul"]
+    constant = next(n for n in body.nodes() if n.kind() == "prim::Constant" and n.hasAttributes()
+                    and n.output().type().kind() == "IntType")  # fmt: skip
+    assert compat.ir_constant(constant) == 2
+    mul = next(n for n in body.nodes() if n.kind() == "aten::mul")
+    assert compat.ir_schema(mul).name == "aten::mul"
+    assert compat.ir_enum("Optional[ScalarType]", 6) is torch.float32
+    assert compat.ir_enum("int", 6) == 6 and compat.dtype_number(torch.float32) == 6
+    assert compat.writes_first_argument(torch.ops.aten.copy_.default)
+    assert not compat.writes_first_argument(torch.ops.aten.slice.Tensor)
+    assert compat.returns_view(torch.ops.aten.slice.Tensor)
+    assert not compat.returns_view(torch.ops.aten.conv1d.default)
+    fx_graph = torch.fx.Graph()
+    node = fx_graph.placeholder("x")
+    compat.rename_fx_node(node, "latent")
+    assert node.name == "latent"

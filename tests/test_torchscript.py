@@ -22,9 +22,10 @@ class Voice(nn.Module):
     first call, as RAVE's export does), ``forward_params``, ``get_methods``, ``sr`` and
     ``set_sample_rate``."""
 
-    def __init__(self) -> None:
+    def __init__(self, fork: bool = False) -> None:
         super().__init__()
         cc.use_cached_conv(True)
+        self.fork = fork  # runs its first layer as a forked task: a method that does not convert
         self.a = cc.Conv1d(1, 8, 5, padding=cc.get_padding(5, mode="causal"))
         self.b = cc.Conv1d(8, 1, 3, padding=cc.get_padding(3, mode="causal"))
         self.register_buffer("forward_params", torch.tensor([1, 1, 1, 1]))
@@ -54,13 +55,14 @@ class Voice(nn.Module):
         return 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.tanh(self.a(x))) * self.level
+        y = torch.jit.wait(torch.jit.fork(self.a, x)) if self.fork else self.a(x)
+        return self.b(torch.tanh(y)) * self.level
 
 
-def voice(seed=0):
+def voice(seed=0, fork=False):
     """A Voice with its caches made (as buffers, zeroed): what nn_tilde_file scripts."""
     torch.manual_seed(seed)
-    model = Voice().eval()
+    model = Voice(fork).eval()
     with torch.no_grad():
         model(torch.zeros(1, 1, 64))  # the caches exist as buffers before scripting
         for buffer in model.buffers():
@@ -69,10 +71,11 @@ def voice(seed=0):
     return model
 
 
-def nn_tilde_file(folder, seed=0, name="voice.ts"):
-    """Script and save a Voice; returns the path."""
+def nn_tilde_file(folder, seed=0, name="voice.ts", fork=False):
+    """Script and save a Voice (``fork``: one whose forward does not convert into a graph);
+    returns the path."""
     path = folder / name
-    torch.jit.script(voice(seed)).save(str(path))
+    torch.jit.script(voice(seed, fork)).save(str(path))
     return path
 
 
@@ -124,11 +127,16 @@ def test_versions_from_another_file_of_the_same_architecture_interpolate(tmp_pat
         np.testing.assert_allclose(engine.process(block), reference.process(block), atol=1e-6)
 
 
-def test_what_needs_the_python_model_is_refused_clearly(tmp_path):
-    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+def test_a_file_that_does_not_convert_plays_directly_and_says_why(tmp_path):
+    path = nn_tilde_file(tmp_path, fork=True)
+    engine = tb.StreamEngine(path, block=256, fuse=False)
+    assert "prim::fork is not supported" in engine.bended.unconverted["forward"]
+    with torch.no_grad():
+        want = torch.jit.load(str(path))(torch.from_numpy(blocks()[0])[None])[0].numpy()
+    np.testing.assert_allclose(engine.process(blocks()[0]), want, atol=1e-6)
     with pytest.raises(tb.BendingError, match="activation ops need the Python model"):
         engine.add_op("m", tb.Mask(0.5), "tanh")
-    with pytest.raises(tb.BendingError, match="cannot be traced"):
+    with pytest.raises(tb.BendingError, match="prim::fork is not supported"):
         engine.bended.trace(x=torch.zeros(1, 1, 256))
     (tmp_path / "bad.ts").write_bytes(b"not a zip")
     with pytest.raises(tb.BendingError, match="not a TorchScript file"):
@@ -227,7 +235,7 @@ FOLDING = [
 def test_per_channel_activation_ops_fold_into_the_layer_weights_live(tmp_path, layer, make, change):
     """An op on a layer's output of a .ts streams like eager PyTorch with the op on that output
     (the Python model, a forward hook), before and after a live parameter change."""
-    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256, fuse=False)
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path, fork=True), block=256, fuse=False)
     op, reference_op = make(), make()
     engine.add_op("fold", op, layer)
     model = voice()
@@ -246,7 +254,7 @@ def test_per_channel_activation_ops_fold_into_the_layer_weights_live(tmp_path, l
 
 
 def test_folds_act_after_weight_ops_and_go_when_removed(tmp_path):
-    path = nn_tilde_file(tmp_path)
+    path = nn_tilde_file(tmp_path, fork=True)
     engine = tb.StreamEngine(path, block=256, fuse=False)
     engine.add_op("fold", tb.Bias(0.5), "b")
     engine.add_op("w", tb.Scale(0.0), r"b\.(weight|bias)")  # given after, acts before the fold
@@ -297,7 +305,7 @@ def test_grouped_transposed_and_linear_layers_fold_exactly():
 
 
 def test_an_op_that_does_not_fold_is_refused_naming_those_that_do(tmp_path):
-    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path, fork=True), block=256)
     with pytest.raises(
         tb.BendingError,
         match=r"cannot bend 'a' of a TorchScript file.*Affine, "
@@ -308,7 +316,7 @@ def test_an_op_that_does_not_fold_is_refused_naming_those_that_do(tmp_path):
 
 
 def test_a_field_op_without_a_channel_dim_is_refused(tmp_path):
-    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path, fork=True), block=256)
     with pytest.raises(tb.BendingError, match="must act per channel: give it dim=1"):
         engine.add_op("mask", tb.Mask(0.5), "a")
 
@@ -331,7 +339,7 @@ def test_an_offset_on_a_layer_without_bias_is_refused():
 
 
 def test_a_key_that_is_no_layer_output_is_refused_naming_the_folding_ops(tmp_path):
-    engine = tb.StreamEngine(nn_tilde_file(tmp_path), block=256)
+    engine = tb.StreamEngine(nn_tilde_file(tmp_path, fork=True), block=256)
     with pytest.raises(
         tb.BendingError,
         match=r"layers' outputs with Affine, Bias, Invert, Mask.*"

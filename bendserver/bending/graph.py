@@ -16,7 +16,12 @@ import torch
 import torch.fx
 from torch import nn
 
+from .. import compat
 from ..tracing import is_guard
+
+#: What a converted TorchScript method's graph carries besides its nodes: the tensor constants
+#: its nodes read, the scalar attributes it froze.
+_GRAPH_DATA = ("constants", "attribute_reads")
 
 # Functions that write into their first argument.
 _INPLACE_FUNCTIONS = {
@@ -46,14 +51,9 @@ def writes_into(user: torch.fx.Node, node: torch.fx.Node) -> bool:
         return _inplace_name(user.target)
     if user.op != "call_function":
         return False
-    if user.target in _INPLACE_FUNCTIONS:
+    if user.target in _INPLACE_FUNCTIONS or compat.writes_first_argument(user.target):
         return True
-    schema = getattr(user.target, "_schema", None)  # an aten operator overload
-    if schema is not None:
-        first = schema.arguments[0] if schema.arguments else None
-        return bool(first and first.alias_info and first.alias_info.is_write)
-    name = getattr(user.target, "__name__", None) or getattr(user.target, "_opname", "")
-    return _inplace_name(str(name))
+    return _inplace_name(str(getattr(user.target, "__name__", "")))  # torch.Tensor.copy_
 
 
 def _inplace_name(name: str) -> bool:
@@ -79,6 +79,9 @@ def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     output = new.graph_copy(graph, {})
     new.output(output)
     new.flow_steps = list(getattr(graph, "flow_steps", []))
+    for name in _GRAPH_DATA:  # a converted TorchScript method's (bendserver.tracing.script)
+        if hasattr(graph, name):
+            setattr(new, name, dict(getattr(graph, name)))
     return new
 
 
@@ -115,7 +118,7 @@ def graph_module(
     """A GraphModule running a copy of ``graph``, each target taken from the first root that has
     it (the shadow module, then extra attributes such as bound ops)."""
     graph = copy_graph(graph)
-    attributes: dict[str, Any] = dict(extra or {})
+    attributes: dict[str, Any] = {**getattr(graph, "constants", {}), **(extra or {})}
     for node in graph.nodes:
         if node.op in ("call_module", "get_attr") and node.target not in attributes:
             attributes[node.target] = _resolve(roots, node.target)

@@ -164,34 +164,62 @@ class Permute(BendingOp):
         return f"dim={self.dim}"
 
 
-class Scale(BendingOp):
-    """Multiply by ``value``."""
+class _UnitOp(BendingOp):
+    """An op on every unit, or with ``unit=k`` on unit ``k`` along ``dim`` only (one latent
+    dimension: RAVE VST's per-dimension latent scale and bias)."""
+
+    def __init__(self, unit: int | None = None, dim: int = 1, **values: float) -> None:
+        super().__init__(**values)
+        self.unit = None if unit is None else int(unit)
+        self.dim = int(dim)
+
+    def options(self) -> dict[str, Any]:
+        return {} if self.unit is None else {"unit": self.unit, "dim": self.dim}
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        if self.unit is None:
+            return {}
+        size = field_shape(shape, self.dim)
+        if not 0 <= self.unit < size[self.dim]:
+            raise BendingError(
+                f"{self.name}: unit {self.unit} is out of range: '{target}' has "
+                f"{size[self.dim]} units along dim {self.dim} (0 to {size[self.dim] - 1})"
+            )
+        one = torch.zeros(size, dtype=dtype, device=device)
+        one.view(-1)[self.unit] = 1.0
+        return {"unit": one}
+
+
+class Scale(_UnitOp):
+    """Multiply by ``value`` (``unit=k``: unit ``k`` along ``dim`` only)."""
 
     value = Param(1.0, -1e3, 1e3, "factor")
 
-    def __init__(self, value: float = 1.0) -> None:
-        super().__init__(value=value)
+    def __init__(self, value: float = 1.0, unit: int | None = None, dim: int = 1) -> None:
+        super().__init__(unit, dim, value=value)
 
     def apply(self, x, state):
-        return x * self._value
+        return x * self.affine(state)[0]
 
     def affine(self, state):
-        return self._value, 0.0
+        if not state:
+            return self._value, 0.0
+        return 1.0 + state["unit"] * (self._value - 1.0), 0.0
 
 
-class Bias(BendingOp):
-    """Add ``value``."""
+class Bias(_UnitOp):
+    """Add ``value`` (``unit=k``: to unit ``k`` along ``dim`` only)."""
 
     value = Param(0.0, -1e3, 1e3, "offset")
 
-    def __init__(self, value: float = 0.0) -> None:
-        super().__init__(value=value)
+    def __init__(self, value: float = 0.0, unit: int | None = None, dim: int = 1) -> None:
+        super().__init__(unit, dim, value=value)
 
     def apply(self, x, state):
-        return x + self._value
+        return x + self.affine(state)[1]
 
     def affine(self, state):
-        return 1.0, self._value
+        return 1.0, self._value if not state else state["unit"] * self._value
 
 
 class Affine(BendingOp):
@@ -392,7 +420,14 @@ def register_op(cls: type[BendingOp]) -> type[BendingOp]:
 
 #: The kinds of the built-in ops' structural options (:func:`bendserver.readers.expect`);
 #: ``dim`` is also a list of whole numbers. A registered op's other options go to it as they are.
-OPTION_KINDS = {"seed": "integer", "binary": "flag", "fresh": "flag", "over": "text", "op": "text"}
+OPTION_KINDS = {
+    "seed": "integer",
+    "unit": "integer",
+    "binary": "flag",
+    "fresh": "flag",
+    "over": "text",
+    "op": "text",
+}
 
 
 def op_from_spec(spec: Any, where: str = "op") -> BendingOp:

@@ -322,7 +322,10 @@ class Bends:
             tensor = self.live[uid].op.value_tensor(name)
             payload.ramps.append(((uid, name), Ramp(tensor, value, blocks)))
         payload.enabled = [(self.live[uid].op, flag) for uid, flag in plan.enabled]
-        if plan.structure is not None:
+        if plan.attributes and self.bended.set_attributes(state.attributes):
+            self._graphs.clear()  # a converted .ts graph froze an attribute a setter changed
+            payload.forward = self.forward(self.structure(state))
+        elif plan.structure is not None:
             payload.forward = self.forward(plan.structure)
         self._computed()
         return payload

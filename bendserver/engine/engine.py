@@ -39,6 +39,7 @@ from ..preset_fit import bent_targets, check_fit
 from ..presets import Preset, load_preset
 from ..slices import breathe
 from ..tracing import restoring_buffers
+from ..tracing.script import ConversionError
 from .bends import Bends, Payload
 from .commands import CommandQueue, Ramp
 from .cuda_graph import CudaGraphs
@@ -211,7 +212,8 @@ class StreamEngine:
         shape = (self.streams, self.spec.in_channels, self.in_frames)
         example = torch.zeros(shape, device=self.device)
         self.bended.streams = self.streams
-        if self.bended.scripted:  # a TorchScript file runs as it is, its weights swapped in
+        graph = self._converted(example) if self.bended.scripted else None
+        if self.bended.scripted and graph is None:  # plays as it is, its weights swapped in
             self._forward: Callable[..., Any] = getattr(self.model.module, self.method)
             with torch.inference_mode(), restoring_buffers(self.model.module):
                 with self._streams_refused():
@@ -219,9 +221,10 @@ class StreamEngine:
             self._check_output(shape)
             self._forward = self._captured(self._forward, self.model.module)
         else:
-            argument = next(iter(self.bended.argument_names(self.method)))
-            with self._streams_refused():
-                graph = self.bended.trace(self.method, **{argument: example})
+            if graph is None:
+                argument = next(iter(self.bended.argument_names(self.method)))
+                with self._streams_refused():
+                    graph = self.bended.trace(self.method, **{argument: example})
             output = next(node for node in graph.nodes if node.op == "output").args[0]
             self._check_output(getattr(output, "meta", {}).get("shape"))
             if unbended:
@@ -230,6 +233,23 @@ class StreamEngine:
         self._initial_state = [
             (b.detach(), b.detach().clone()) for b in self.bended.streaming_state()
         ]
+
+    def _converted(self, example: torch.Tensor) -> torch.fx.Graph | None:
+        """A TorchScript file's method converted into a graph, or None where it does not
+        convert (it then plays as a direct scripted call: the reason is logged and kept in
+        ``bended.unconverted``)."""
+        argument = next(iter(self.bended.argument_names(self.method)))
+        with self._streams_refused():
+            try:
+                return self.bended.trace(self.method, **{argument: example})
+            except ConversionError as error:
+                log.warning(
+                    "model '%s': %s() plays as a direct scripted call: %s",
+                    self.model.name,
+                    self.method,
+                    error,
+                )
+                return None
 
     def _optimized(self, gm: torch.fx.GraphModule) -> Callable[..., Any]:
         """A freshly built graph module's ``forward``, optimised, captured on a CUDA device

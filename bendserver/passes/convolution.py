@@ -136,8 +136,9 @@ def _single(value: object) -> object:
 
 
 def _conv1d_args(node: torch.fx.Node) -> dict[str, object] | None:
-    """The arguments of an ``F.conv1d`` node by name, or None for another node."""
-    if node.op != "call_function" or node.target is not F.conv1d:
+    """The arguments of an ``F.conv1d`` node (or ``aten::conv1d``, from a converted TorchScript
+    method) by name, or None for another node."""
+    if node.op != "call_function" or node.target not in (F.conv1d, torch.ops.aten.conv1d.default):
         return None
     return {**_CONV1D_DEFAULTS, **dict(zip(_CONV1D_ARGS, node.args, strict=False)), **node.kwargs}
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from .. import compat
 from ..bending.graph import writes_into
 from ..tracing import is_guard
 
@@ -54,7 +55,9 @@ def is_view(node: torch.fx.Node) -> bool:
     """True when ``node`` may return a view of its first argument."""
     if node.op == "call_method":
         return node.target in VIEW_METHODS
-    return node.op == "call_function" and node.target in VIEW_FUNCTIONS
+    return node.op == "call_function" and (
+        node.target in VIEW_FUNCTIONS or compat.returns_view(node.target)
+    )
 
 
 def is_random(node: torch.fx.Node) -> bool:

@@ -88,3 +88,16 @@ GUARDS = (guard_bool, guard_equal, guard_len)
 def is_guard(node: torch.fx.Node) -> bool:
     """True for the guard nodes the tracer inserts."""
     return node.op == "call_function" and node.target in GUARDS
+
+
+def latent(z: Any) -> Any:
+    """The latent between a model's ``encode`` and ``decode`` in its ``forward``: a node of its
+    own named ``latent`` (RAVE VST's latent scale, bias and jitter are ops on it)."""
+    return z
+
+
+def names_latent(root: Any, method: str) -> bool:
+    """True when ``method`` of ``root`` is a forward between an ``encode`` and a ``decode``."""
+    return method == "forward" and all(
+        callable(getattr(root, name, None)) for name in ("encode", "decode")
+    )

@@ -36,6 +36,8 @@ from .flow import (
     guard_bool,
     guard_equal,
     guard_len,
+    latent,
+    names_latent,
 )
 
 # Tensor constructors whose size arguments may be traced values (``torch.zeros(x.shape[0], 4)``).
@@ -211,7 +213,8 @@ class BendingTracer(torch.fx.Tracer):
         try:
             initialized(root, method, self._inputs)
             with torch.no_grad(), restoring_buffers(root), self._traceable_constructors():
-                graph = self.trace(root)
+                with self._latent_named(root, method):
+                    graph = self.trace(root)
         finally:
             self._values = {}
         unused = set(self._inputs) - {n.target for n in graph.nodes if n.op == "placeholder"}
@@ -223,6 +226,26 @@ class BendingTracer(torch.fx.Tracer):
         graph.flow_steps = self.flow_steps
         output, self._output = self._output, None
         return graph, output
+
+    @contextlib.contextmanager
+    def _latent_named(self, root: torch.nn.Module, method: str) -> Iterator[None]:
+        """Meanwhile, ``root.encode``'s output in ``forward`` is a node named ``latent``."""
+        if not names_latent(root, method):
+            yield
+            return
+        encode = root.encode
+
+        def named(*args: Any, **kwargs: Any) -> Any:
+            out = encode(*args, **kwargs)
+            if isinstance(out, ConcreteProxy):
+                return self.create_proxy("call_function", latent, (out,), {}, name="latent")
+            return out
+
+        root.encode = named
+        try:
+            yield
+        finally:
+            del root.encode
 
     @staticmethod
     def _argument_names(root: torch.nn.Module, method: str) -> list[str]:

@@ -64,7 +64,8 @@ def export_model(
     with warnings.catch_warnings():  # tracing a fixed loop over the weights: as intended
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         traced_weights = torch.jit.trace(weights, torch.zeros(()), check_trace=False)
-    wrapper = torch.jit.script(_NnTilde(loaded, methods, traced_weights, ops))
+    fixed = block if graphs else 0  # bended graphs play one block size; a wrapped .ts any
+    wrapper = torch.jit.script(_NnTilde(loaded, methods, traced_weights, ops, fixed))
     wrapper.define(_source(loaded, block, ops, _op_paths(ops, weights, bound), graphs, weights))
     with writing(output) as temp, weights.stored_once():
         torch.jit.save(wrapper, str(temp))
@@ -201,7 +202,8 @@ class _WeightRefresh(nn.Module):
 
 
 class _NnTilde(nn.Module):
-    """The exported file's root: the methods, the weight refresh, nn~'s buffers and ``sr``."""
+    """The exported file's root: the methods, the weight refresh, nn~'s buffers, ``sr`` and
+    ``block_size`` (the one block size its graphs play, which bendserver loads it with)."""
 
     def __init__(
         self,
@@ -209,11 +211,13 @@ class _NnTilde(nn.Module):
         methods: nn.Module,
         weights: nn.Module,
         ops: dict[str, BendingOp],
+        block_size: int,
     ) -> None:
         super().__init__()
         self.model = methods
         self.weights = weights
         self.sr = int(loaded.sample_rate)
+        self.block_size = block_size  #: the one block size the file plays (0: any)
         for name, spec in loaded.methods.items():
             params = [spec.in_channels, spec.in_ratio, spec.out_channels, spec.out_ratio]
             self.register_buffer(f"{name}_params", torch.tensor(params))

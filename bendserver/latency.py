@@ -50,7 +50,7 @@ def measure_latency(
                 hits = torch.nonzero(changed.reshape(-1, changed.shape[-1]).abs().amax(0))
                 if len(hits):
                     return index * block + int(hits[0])
-    except (RuntimeError, NotImplementedError):
+    except (RuntimeError, NotImplementedError, torch.jit.Error):  # no derivative, or refused
         return None
     return None
 

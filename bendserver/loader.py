@@ -290,7 +290,8 @@ def _from_torchscript(path: Path, device: torch.device, measure: bool = True) ->
         module.set_sample_rate(sample_rate)
     attributes = list(module.get_attributes()) if hasattr(module, "get_attributes") else []
     ratios = [r for spec in methods.values() for r in (spec.in_ratio, spec.out_ratio)]
-    block = max(2048, math.lcm(*ratios))
+    fixed = int(getattr(module, "block_size", 0) or 0)  # a bendserver export of bended graphs
+    block = fixed or max(2048, math.lcm(*ratios))
     latency, source = _measured(module, methods, block, sample_rate) if measure else (0, "")
     bended = BendedModule(module)
     bended.weight_bank.alias(path.stem)  # a version named after its file, as --version's are
@@ -299,7 +300,7 @@ def _from_torchscript(path: Path, device: torch.device, measure: bool = True) ->
         bended=bended,
         sample_rate=sample_rate,
         block=block,
-        block_multiple=math.lcm(*ratios),
+        block_multiple=fixed or math.lcm(*ratios),
         latency=latency,
         latency_source=source,
         methods=methods,

@@ -338,10 +338,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--force", action="store_true", help="overwrite the --record file")
     serve.add_argument(
         "--latency-mode",
-        choices=["direct", "threaded"],
-        default="direct",
-        help="direct: the model runs in the audio callback (lowest latency); threaded: on a "
-        "worker, one device block later, absorbing spikes",
+        choices=["ring", "direct", "threaded"],
+        help="ring (the default on a device): the device callback is C and copies between "
+        "rings, the model computes --ahead blocks ahead on its own thread, at any block and "
+        "rate; direct (the default on the null backend): the model runs in a Python callback; "
+        "threaded: on a worker, one device block later",
+    )
+    serve.add_argument(
+        "--ahead",
+        type=_positive,
+        default=1,
+        help="ring mode: model blocks computed ahead of what plays (default 1; each adds a "
+        "block of latency and absorbs that much jitter)",
     )
     serve.add_argument(
         "--allow",

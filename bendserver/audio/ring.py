@@ -1,0 +1,376 @@
+"""The ring mode: the device callback runs no Python; the engine computes ahead on its own thread.
+
+A C callback (rtmixer's) copies the device input into an input ring and an output ring into the
+device output, and counts the device's under- and overflows in C. A compute thread reads model
+blocks from the input ring (or the source), resamples device rate -> model rate where they
+differ (soxr, streaming), runs the engine, resamples back and writes the output ring, kept
+``ahead`` model blocks ahead of what the device plays: Python's jitter up to that depth is
+absorbed, and a model block larger than the device period (2048 on 256) works.
+
+The output ring is prefilled with ``(ahead + 1) * block - period`` frames of silence: block k's
+input is complete once the device has played frame ``(k + 1) * block``, and its output is due at
+frame ``prefill + k * block``, which leaves ``ahead`` blocks of time to compute it. An output
+ring that runs dry is counted (``underruns``); rtmixer then ends the ring's playback (silence),
+so the thread re-arms both rings with the same prefill: the latency stays what was reported.
+Silence rather than the dry input: the model's output and its input may differ in channels,
+rate and loudness, and a burst of dry signal in a bended sound is a glitch of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from ..engine import StreamEngine
+from ..errors import BendingError
+from .callback import BlockLog
+from .clock import AudioClock
+from .devices import Device, find_device, portaudio, release
+from .gate import ComputeGate
+from .priority import AUDIO_WORKER, set_realtime
+from .sources import Source
+
+log = logging.getLogger("bendserver.audio")
+
+#: Seconds between two looks at the rings while there is nothing to compute.
+POLL = 0.0005
+
+
+def resampler_delay(from_rate: int, to_rate: int, channels: int = 1) -> int:
+    """Frames (at ``to_rate``) by which a streaming soxr resampler delays its input: an impulse
+    through a fresh one, found at its output's peak."""
+    if from_rate == to_rate:
+        return 0
+    import soxr
+
+    stream = soxr.ResampleStream(from_rate, to_rate, channels, dtype="float32")
+    impulse = np.zeros((from_rate // 10, channels), dtype=np.float32)
+    impulse[0] = 1.0
+    out = np.concatenate([stream.resample_chunk(impulse), stream.resample_chunk(impulse[1:], True)])
+    return int(np.argmax(np.abs(out[:, 0])))
+
+
+class Resampler:
+    """A streaming resampler of ``[channels, frames]`` blocks, or a pass-through at one rate."""
+
+    def __init__(self, from_rate: int, to_rate: int, channels: int) -> None:
+        self.same = from_rate == to_rate
+        self.delay = resampler_delay(from_rate, to_rate)  #: frames at ``to_rate``
+        if not self.same:
+            import soxr
+
+            self._stream = soxr.ResampleStream(from_rate, to_rate, channels, dtype="float32")
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        """``[channels, n]`` in, ``[channels, about n * to / from]`` out (frames-major copy)."""
+        if self.same:
+            return block
+        return self._stream.resample_chunk(np.ascontiguousarray(block.T)).T
+
+
+class RingBackend:
+    """A PortAudio stream whose callback is rtmixer's (C), and the compute thread feeding it."""
+
+    mode = "ring"
+
+    def __init__(
+        self,
+        engine: StreamEngine,
+        source: Source | None,
+        clock: AudioClock,
+        gate: ComputeGate,
+        output_name: str | None,
+        input_name: str | None = None,
+        output_channels: int | None = None,
+        ahead: int = 1,
+        period: int | None = None,
+    ) -> None:
+        from .backends import playback_channels
+
+        if ahead < 1:
+            raise BendingError("--ahead takes 1 or more model blocks")
+        sd = portaudio()
+        try:
+            import rtmixer
+
+            self.output: Device = find_device(sd, output_name, "output")
+            self.input = None if input_name is None else find_device(sd, input_name, "input")
+            self.channels = playback_channels(
+                engine.out_channels, self.output.outputs, output_channels
+            )
+            self.rate = _device_rate(sd, self.output, engine.sample_rate)
+            kind = rtmixer.Mixer if self.input is None else rtmixer.MixerAndRecorder
+            device = self.output.index if self.input is None else (
+                self.input.index, self.output.index
+            )  # fmt: skip
+            channels = self.channels if self.input is None else (engine.in_channels, self.channels)
+            self.stream = kind(
+                device=device,
+                channels=channels,
+                samplerate=self.rate,
+                blocksize=period or 0,
+                latency="low",
+            )
+        except BendingError:
+            release()
+            raise
+        except (sd.PortAudioError, ValueError) as error:
+            release()
+            raise BendingError(
+                f"cannot open {self.output} for the ring mode: {error}. Try --latency-mode "
+                "direct, or --audio null"
+            ) from None
+        self._rtmixer = rtmixer
+        self.engine, self.source, self.clock, self.gate = engine, source, clock, gate
+        self.ahead = ahead
+        self.name = str(self.output) if self.input is None else f"{self.input} -> {self.output}"
+        self.to_model = Resampler(self.rate, engine.sample_rate, engine.in_channels)
+        self.to_device = Resampler(engine.sample_rate, self.rate, engine.out_channels)
+        #: One model block in device frames (rounded up).
+        self.block_frames = math.ceil(engine.block * self.rate / engine.sample_rate)
+        self.period = period or 0  #: the device's frames per callback, known once it runs
+        self.prefill = 0  #: frames of silence ahead of the first output (device frames)
+        size = 1 << math.ceil(math.log2(8 * (ahead + 2) * self.block_frames))
+        self._out = rtmixer.RingBuffer(4 * self.channels, size)
+        self._in = None if self.input is None else rtmixer.RingBuffer(4 * engine.in_channels, size)
+        self._out_block = np.zeros((size, self.channels), dtype=np.float32)
+        self._in_block = np.zeros((size, engine.in_channels), dtype=np.float32)
+        self._pending = np.zeros((engine.in_channels, 0), dtype=np.float32)
+        self.recorder: Any = None
+        self.log = BlockLog()
+        self.xruns = 0  #: device under-/overflows, counted by the C callback
+        self.underruns = 0  #: times the output ring ran dry (silence played, rings re-armed)
+        self.overflows = 0  #: times the input ring was full (input lost, rings re-armed)
+        self.errors = 0  #: blocks that failed (played as silence)
+        self.frames = 0  #: model frames computed
+        self.missed = 0
+        self.skipped_frames = 0
+        self._actions: list[Any] = []
+        self._written = 0  # device frames written to the output ring since it was armed
+        self._armed_at = 0  # model frames computed when the rings were last armed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audio-compute", daemon=True)
+
+    @property
+    def block(self) -> int:
+        """The device's frames per callback (what the banner calls the device block)."""
+        return self.period
+
+    @property
+    def input_delay(self) -> int:
+        """The input resampler's delay in device frames (none without a device input)."""
+        if self._in is None:
+            return 0
+        return math.ceil(self.to_model.delay * self.rate / self.engine.sample_rate)
+
+    @property
+    def latency_frames(self) -> int:
+        """Device frames the rings and resamplers add: the prefill and both resamplers' delays."""
+        return self.prefill + self.input_delay + self.to_device.delay
+
+    @property
+    def latency(self) -> int:
+        """:attr:`latency_frames` in model-rate frames."""
+        return round(self.latency_frames * self.engine.sample_rate / self.rate)
+
+    # -- running -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the stream, learn its period, arm the rings, start the compute thread."""
+        self.stream.start()
+        if not self.period:
+            self.period = self._first_period()
+        # Block k's input is complete once frame (k + 1) * block has been recorded (plus the
+        # input resampler's delay); its output is due at prefill + k * block.
+        self.prefill = (self.ahead + 1) * self.block_frames - self.period + self.input_delay
+        self._arm()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the compute thread and the stream; terminate PortAudio."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+        try:
+            self._fetch_stats()
+            self.stream.stop()
+            self.stream.close()
+        finally:
+            release()
+
+    def _first_period(self) -> int:
+        """The frames of the device's callbacks (rtmixer's statistics), once one has run."""
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            action = self.stream.fetch_and_reset_stats()
+            self.stream.wait(action, sleeptime=2)
+            if action.stats.blocks:
+                self.xruns += _xruns(action.stats)
+                return int(action.stats.max_blocksize)
+        raise BendingError(f"{self.name} did not call back within 2 s: is its server running?")
+
+    def _arm(self) -> None:
+        """(Re)start both rings: cancel what plays, empty them, prefill the output with silence,
+        then record and play from the same callback on (the input aligned on the output)."""
+        stream = self.stream
+        for action in self._actions:
+            stream.wait(stream.cancel(action), sleeptime=1)
+        stream.wait(sleeptime=1)
+        self._out.flush()
+        self._out.write(np.zeros((self.prefill, self.channels), dtype=np.float32))
+        self._written, self._armed_at = self.prefill, self.frames
+        self._pending = self._pending[:, :0]
+        self._actions = [stream.play_ringbuffer(self._out)]
+        if self._in is not None:
+            self._in.flush()
+            self._actions.append(stream.record_ringbuffer(self._in))
+            _wait_active(stream, self._actions)
+            self._align()
+
+    def _align(self) -> None:
+        """Drop input the record ring took before the play ring started (a callback between
+        the two actions), so that input frame n is played out at ``prefill + n``."""
+        for _ in range(8):
+            recorded = self._in.read_available
+            played = self._written - self._out.read_available
+            if recorded == self._in.read_available:
+                excess = recorded - played
+                if excess > 0:
+                    self._in.advance_read_index(excess)
+                return
+
+    def _run(self) -> None:
+        set_realtime(AUDIO_WORKER)
+        while not self._stop.is_set():
+            self._mark_clock()
+            if not self._alive():
+                self.underruns += 1
+                self._arm()
+            elif self._due():
+                self._compute()
+            else:
+                time.sleep(POLL)
+
+    def _alive(self) -> bool:
+        """Whether rtmixer still plays (and records) the rings: it ends an action whose ring ran
+        dry (output) or full (input)."""
+        active = self.stream.actions
+        if all(action in active for action in self._actions):
+            return True
+        if self._in is not None and self._actions[1] not in active:
+            self.overflows += 1
+        return False
+
+    def _due(self) -> bool:
+        """Whether the next block is due: its input is there (the input ring holds a block, or
+        the device has played as far as a device's input would have reached), which leaves
+        ``ahead`` blocks of time to compute it."""
+        if self._in is None:
+            return self._out.read_available <= self.prefill - self.block_frames
+        needed = self.engine.block - self._pending.shape[1]
+        return self._in.read_available * self.engine.sample_rate >= needed * self.rate
+
+    def _compute(self) -> None:
+        engine = self.engine
+        block = self._input()
+        started = time.time()
+        try:
+            with self.gate:
+                out = engine.process(block)
+        except Exception as error:  # the audio goes on
+            out = np.zeros((engine.out_channels, engine.block), dtype=np.float32)
+            self.errors += 1
+            if self.errors == 1:
+                log.error("audio compute failed (%s: %s); playing silence", type(error), error)
+        if self.recorder is not None:
+            self.recorder.push(out)
+        device = self.to_device(out)
+        frames = device.shape[1]
+        chunk = self._out_block[:frames]
+        chunk[:] = device.T  # a mono model plays on every output
+        self._out.write(chunk)
+        self._written += frames
+        due = self.clock.wall_at(self.frames)
+        self.log.record(due or started, (due or started) + engine.block / engine.sample_rate,
+                        self.frames, float(np.abs(out).mean()))  # fmt: skip
+        self.frames += engine.block
+
+    def _input(self) -> np.ndarray:
+        """The next model block: from the source, or from the input ring (resampled)."""
+        engine = self.engine
+        if self._in is None:
+            return self.source.read(engine.block)
+        while self._pending.shape[1] < engine.block:
+            raw = self._in_block[: self._in.read_available]
+            self._in.readinto(raw)
+            chunk = self.to_model(raw.T)
+            self._pending = np.concatenate([self._pending, chunk], axis=1)
+            if self._pending.shape[1] < engine.block:
+                time.sleep(POLL)
+        block, self._pending = self._pending[:, : engine.block], self._pending[:, engine.block :]
+        return np.ascontiguousarray(block)
+
+    def _mark_clock(self) -> None:
+        """Tell the clock which model frame plays now: what the device took from the output
+        ring, less the prefill and the resamplers' delays (a timetag lands on its sample)."""
+        played = self._written - self._out.read_available - self.prefill - self.to_device.delay
+        frame = self._armed_at + played * self.engine.sample_rate / self.rate
+        self.clock.mark(math.floor(frame), time.time(), 0)
+
+    def _fetch_stats(self) -> None:
+        action = self.stream.fetch_and_reset_stats()
+        self.stream.wait(action, sleeptime=1)
+        self.xruns += _xruns(action.stats)
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, float]:
+        """Device xruns (counted in C), dry output rings, full input rings, failed blocks, and
+        the headroom: how full the output ring is now (ms)."""
+        if self._thread.is_alive():
+            self._fetch_stats()
+        return {
+            "xruns": self.xruns,
+            "underruns": self.underruns,
+            "ring_overflows": self.overflows,
+            "missed": self.underruns,
+            "callback_errors": self.errors,
+            "ring_ms": 1e3 * self._out.read_available / self.rate,
+            "jitter_p50_ms": 0.0,
+            "jitter_p99_ms": 0.0,
+            "jitter_max_ms": 0.0,
+        }
+
+
+def _xruns(stats: Any) -> int:
+    """Callbacks whose status reported an under- or overflow, as rtmixer counts them in C."""
+    return int(
+        stats.input_underflows
+        + stats.input_overflows
+        + stats.output_underflows
+        + stats.output_overflows
+    )
+
+
+def _wait_active(stream: Any, actions: list[Any]) -> None:
+    """Wait until the callback has taken ``actions`` (both rings run from one callback on)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        if all(a.done_frames > 0 for a in actions):
+            return
+        time.sleep(POLL)
+
+
+def _device_rate(sd: Any, device: Device, model_rate: int) -> int:
+    """The model's rate where the device takes it, else the device's own (a JACK server's is
+    fixed): the compute thread resamples between them."""
+    try:
+        sd.check_output_settings(device=device.index, samplerate=model_rate, dtype="float32")
+        return model_rate
+    except sd.PortAudioError:
+        return int(sd.query_devices(device.index)["default_samplerate"])

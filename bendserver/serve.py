@@ -361,9 +361,10 @@ class Server:
             return ""
         ring = self.backend
         rate = ring.rate
-        parts = [f"model {self.engine.latency}", f"ring {ring.prefill} at {rate} Hz"]
-        if ring.to_device.delay or ring.input_delay:
-            parts.append(f"resamplers {ring.input_delay + ring.to_device.delay} at {rate} Hz")
+        held = ring.delays()
+        parts = [f"model {self.engine.latency}", f"ring {ring.prefill - held} at {rate} Hz"]
+        if held:
+            parts.append(f"resamplers {held} at {rate} Hz")
         return f": {', '.join(parts)}"
 
     def example(self) -> str:

@@ -42,17 +42,17 @@ POLL = 0.0005
 
 
 def resampler_delay(from_rate: int, to_rate: int, channels: int = 1) -> int:
-    """Frames (at ``to_rate``) by which a streaming soxr resampler delays its input: an impulse
-    through a fresh one, found at its output's peak."""
+    """Frames (at ``to_rate``) that a streaming soxr resampler holds back: it aligns its output
+    on its input, so output frame j stands for input time j / to_rate, but hands out a frame
+    only once it has read the input its filter needs past it."""
     if from_rate == to_rate:
         return 0
     import soxr
 
     stream = soxr.ResampleStream(from_rate, to_rate, channels, dtype="float32")
-    impulse = np.zeros((from_rate // 10, channels), dtype=np.float32)
-    impulse[0] = 1.0
-    out = np.concatenate([stream.resample_chunk(impulse), stream.resample_chunk(impulse[1:], True)])
-    return int(np.argmax(np.abs(out[:, 0])))
+    frames = from_rate // 10
+    out = stream.resample_chunk(np.zeros((frames, channels), dtype=np.float32))
+    return math.ceil(frames * to_rate / from_rate) - len(out)
 
 
 class Resampler:
@@ -162,21 +162,9 @@ class RingBackend:
         return self.period
 
     @property
-    def input_delay(self) -> int:
-        """The input resampler's delay in device frames (none without a device input)."""
-        if self._in is None:
-            return 0
-        return math.ceil(self.to_model.delay * self.rate / self.engine.sample_rate)
-
-    @property
-    def latency_frames(self) -> int:
-        """Device frames the rings and resamplers add: the prefill and both resamplers' delays."""
-        return self.prefill + self.input_delay + self.to_device.delay
-
-    @property
     def latency(self) -> int:
-        """:attr:`latency_frames` in model-rate frames."""
-        return round(self.latency_frames * self.engine.sample_rate / self.rate)
+        """:attr:`prefill` (which holds the resamplers' delays) in model-rate frames."""
+        return round(self.prefill * self.engine.sample_rate / self.rate)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -185,11 +173,24 @@ class RingBackend:
         self.stream.start()
         if not self.period:
             self.period = self._first_period()
-        # Block k's input is complete once frame (k + 1) * block has been recorded (plus the
-        # input resampler's delay); its output is due at prefill + k * block.
-        self.prefill = (self.ahead + 1) * self.block_frames - self.period + self.input_delay
+        self.prefill = prefill(self.ahead, self.block_frames, self.period, self.delays())
+        self._warm_up()
         self._arm()
         self._thread.start()
+
+    def delays(self) -> int:
+        """Device frames the resamplers hold back (the input one only with a device input)."""
+        held = self.to_device.delay
+        if self._in is not None:
+            held += math.ceil(self.to_model.delay * self.rate / self.engine.sample_rate)
+        return held
+
+    def _warm_up(self, blocks: int = 2) -> None:
+        """Compute a few blocks of silence before the rings run: a model's first calls are
+        slower (allocations, caches), and they would run the first ring dry."""
+        silence = np.zeros((self.engine.in_channels, self.engine.block), dtype=np.float32)
+        for _ in range(blocks):
+            self.engine.process(silence)
 
     def stop(self) -> None:
         """Stop the compute thread and the stream; terminate PortAudio."""
@@ -345,6 +346,13 @@ class RingBackend:
             "jitter_p99_ms": 0.0,
             "jitter_max_ms": 0.0,
         }
+
+
+def prefill(ahead: int, block: int, period: int, held: int = 0) -> int:
+    """Frames of silence the output ring starts with: block k's input is complete once the
+    device has played frame ``(k + 1) * block`` (``held`` more frames with resamplers), and its
+    output is due at ``prefill + k * block``: ``ahead`` blocks of time to compute it."""
+    return (ahead + 1) * block - period + held
 
 
 def _xruns(stats: Any) -> int:

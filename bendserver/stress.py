@@ -31,6 +31,7 @@ from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 from tabulate import tabulate
 
+from .audio.jackwatch import JackXruns
 from .errors import BendingError
 from .loader import load_model
 from .osc.intake import LOSSES
@@ -49,6 +50,9 @@ LOADS = {
 #: compute time of plain numpy work per block on the same JACK server (what the machine does
 #: to any client), measured after the server's rows of its block size.
 REFERENCE = "reference"
+#: Not a load either: JACK's example client in C (``jack_simple_client``, a sine from a table),
+#: the machine's floor for any client, measured the same way (JACK's own xrun count).
+C_REFERENCE = "c"
 _LOADGEN = Path(__file__).parent / "osc" / "loadgen.py"
 _REFERENCE = Path(__file__).parent / "audio" / "reference.py"
 
@@ -56,12 +60,15 @@ _REFERENCE = Path(__file__).parent / "audio" / "reference.py"
 @dataclass
 class Row:
     block: int
+    mode: str  #: the server's latency mode, or what the reference row is
     load: str
     sent: int
     received: int
     coalesced: int
     dropped: str  #: how many, and their causes where there were any ("1 kernel")
-    xruns: int
+    jack_xruns: int  #: JACK's own count (an xrun callback in a client of its own) in the row
+    xruns: int  #: the server's count (rtmixer's C callback in ring mode)
+    underruns: int  #: ring mode: the output ring ran dry
     late: int
     drain_ms: float  #: from the client's last message to the server having read all it sent
     final: str
@@ -80,32 +87,45 @@ def run_stress(
     seconds: float,
     progress: Callable[[Row], None] = lambda row: None,
     search: list[str] | None = None,
+    modes: tuple[str, ...] = ("ring",),
+    serve_args: tuple[str, ...] = (),
+    period: int | None = None,
 ) -> list[Row]:
-    """Measure every (block, load), calling ``progress`` with each row; returns the rows."""
+    """Measure every (block, mode, load), calling ``progress`` with each row; returns the
+    rows. ``period``: the JACK server's (default: the block); ``serve_args``: more options of
+    ``bendserver serve`` (``--ahead 2``, ``--threads 2``)."""
     _need_jack()
-    unknown = sorted(set(loads) - {*LOADS, REFERENCE})
+    known = {*LOADS, REFERENCE, C_REFERENCE}
+    unknown = sorted(set(loads) - known)
     if unknown:
-        raise BendingError(f"unknown loads {unknown}: choose from {sorted([*LOADS, REFERENCE])}")
+        raise BendingError(f"unknown loads {unknown}: choose from {sorted(known)}")
     search = search or []
     ranges = _parameters(model, preset, search)
-    served = [load for load in loads if load != REFERENCE]
+    served = [load for load in loads if load in LOADS]
     rows: list[Row] = []
     for block in blocks:
-        with _jack(block) as name:
-            with _served(model, preset, block, name, search) as osc:
-                for load in served:
-                    rows.append(_measure(osc, block, load, seconds, ranges))
-                    progress(rows[-1])
+        with _jack(period or block) as name, JackXruns(name) as jack:
+            if C_REFERENCE in loads:
+                rows.append(_c_reference(name, jack, block, seconds))
+                progress(rows[-1])
+            for mode in modes:
+                extra = ("--latency-mode", mode, *serve_args)
+                with _served(model, preset, block, name, search, extra=extra) as osc:
+                    for load in served:
+                        rows.append(_measure(osc, jack, block, mode, load, seconds, ranges))
+                        progress(rows[-1])
             if REFERENCE in loads:
-                work_ms = rows[-1].p50_ms if rows and rows[-1].block == block else 0.25
-                rows.append(_reference(name, block, seconds, work_ms))
+                server_rows = [r for r in rows if r.block == block and r.mode in modes]
+                work_ms = server_rows[-1].p50_ms if server_rows else 0.25
+                rows.append(_reference(name, jack, block, seconds, work_ms))
                 progress(rows[-1])
     return rows
 
 
 def format_rows(rows: list[Row]) -> str:
     headers = [
-        "block", "load", "sent", "received", "coalesced", "dropped", "xruns", "late",
+        "block", "mode", "load", "sent", "received", "coalesced", "dropped", "JACK xruns",
+        "xruns", "underruns", "late",
         "drained ms", "final values", "compute p50 ms", "p99 ms", "max ms", "jitter p99 ms",
         "jitter max ms",
     ]  # fmt: skip
@@ -161,10 +181,12 @@ class _Osc:
         return dict(zip(pairs[::2], pairs[1::2], strict=True))
 
 
-def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> Row:
+def _measure(
+    osc: _Osc, jack: JackXruns, block: int, mode: str, load: str, seconds: float, ranges: list
+) -> Row:
     rate, duration = LOADS[load]
     duration = duration * seconds if duration > 0 else duration
-    before = osc.stats()
+    before, jack_before = osc.stats(), jack.count
     if load == "0":
         time.sleep(seconds)
         sent, final, drain_ms = 0, "-", 0.0
@@ -190,21 +212,49 @@ def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> 
         ok = all(math.isclose(got[a], v, abs_tol=1e-6) for a, v in wanted.items())
         final = "all applied" if ok and settled["pending"] == 0 else f"WRONG {got}"
     after = osc.stats()
-    counts = ("received", "coalesced", "dropped", "xruns", "late", *LOSSES)
-    delta = {k: int(after[k] - before[k]) for k in counts}
+    counts = ("received", "coalesced", "dropped", "xruns", "underruns", "late", *LOSSES)
+    delta = {k: int(after.get(k, 0) - before.get(k, 0)) for k in counts}
     causes = [f"{delta[k]} {k.removeprefix('dropped_')}" for k in LOSSES if delta[k]]
     dropped = f"{delta['dropped']} ({', '.join(causes)})" if causes else str(delta["dropped"])
     return Row(
-        block, load, sent, delta["received"], delta["coalesced"], dropped, delta["xruns"],
-        delta["late"], drain_ms, final,
+        block, mode, load, sent, delta["received"], delta["coalesced"], dropped,
+        jack.count - jack_before, delta["xruns"], delta["underruns"], delta["late"], drain_ms,
+        final,
         after["p50_ms"], after["p99_ms"], after["max_ms"],
         after["jitter_p99_ms"], after["jitter_max_ms"],
     )  # fmt: skip
 
 
-def _reference(jack: str, block: int, seconds: float, work_ms: float) -> Row:
+def _jack_env(jack: str) -> dict[str, str]:
+    return {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
+
+
+def _c_reference(jack: str, watch: JackXruns, block: int, seconds: float) -> Row:
+    """``jack_simple_client`` for ``seconds`` on JACK server ``jack``: JACK's xruns meanwhile."""
+    if shutil.which("jack_simple_client") is None:
+        raise BendingError("the C reference row needs jack_simple_client (Debian: jackd2)")
+    before = watch.count
+    client = subprocess.Popen(
+        ["jack_simple_client", "bendstress-c", jack],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_jack_env(jack),
+    )
+    try:
+        time.sleep(seconds)
+    finally:
+        client.terminate()
+        client.wait(timeout=10)
+    return Row(
+        block, "C client", C_REFERENCE, 0, 0, 0, "-", watch.count - before, -1, 0, 0, 0.0, "-",
+        0.0, 0.0, 0.0, 0.0, 0.0,
+    )  # fmt: skip
+
+
+def _reference(jack: str, watch: JackXruns, block: int, seconds: float, work_ms: float) -> Row:
     """The reference client's row (:mod:`bendserver.audio.reference`) on JACK server ``jack``."""
-    env = {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
+    env = _jack_env(jack)
+    before = watch.count
     client = subprocess.run(
         [sys.executable, str(_REFERENCE), str(block), str(seconds), str(work_ms)],
         capture_output=True,
@@ -215,7 +265,8 @@ def _reference(jack: str, block: int, seconds: float, work_ms: float) -> Row:
         raise BendingError(f"the reference client failed: {client.stderr.strip()[-500:]}")
     figures = dict(word.split("=") for word in client.stdout.split())
     return Row(
-        block, REFERENCE, 0, 0, 0, "-", int(figures["xruns"]), int(figures["late"]), 0.0, "-",
+        block, "numpy client", REFERENCE, 0, 0, 0, "-", watch.count - before,
+        int(figures["xruns"]), 0, int(figures["late"]), 0.0, "-",
         *(float(figures[k]) for k in ("p50_ms", "p99_ms", "max_ms", "jitter_p99_ms",
                                       "jitter_max_ms")),
     )  # fmt: skip
@@ -253,6 +304,7 @@ def _served(
     jack: str | None,
     search: list[str],
     home: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[_Osc]:
     """``bendserver serve`` on the JACK server ``jack`` (None: the null backend), in its own
     process, until the block ends; its output is read on (the last lines kept), so that it
@@ -267,7 +319,7 @@ def _served(
         sys.executable, "-m", "bendserver.cli", "serve", "-m", model,
         "--audio", "jack" if jack else "null", "--block", str(block), "--osc-port", str(port),
         "--reply-port", str(replies.getsockname()[1]), *(["-p", preset] if preset else []),
-        *(word for folder in search for word in ("--models-dir", folder)),
+        *(word for folder in search for word in ("--models-dir", folder)), *extra,
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if jack:

@@ -221,6 +221,9 @@ def _stress(args: argparse.Namespace) -> int:
     def progress(row: object) -> None:
         print(f"measured: {row}", file=sys.stderr, flush=True)
 
+    serve_args = ["--ahead", str(args.ahead), "--threads", str(args.threads)]
+    if args.trust_model:
+        serve_args.append("--trust-model")
     rows = run_stress(
         args.model,
         args.preset,
@@ -229,6 +232,9 @@ def _stress(args: argparse.Namespace) -> int:
         args.seconds,
         progress,
         args.models_dir,
+        tuple(args.mode.split(",")),
+        tuple(serve_args),
+        args.period,
     )
     print(format_rows(rows))
     return 0
@@ -450,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     stress = commands.add_parser(
         "stress",
-        parents=[models],
+        parents=[models, threads],
         help="the live server under OSC load on a JACK dummy clock, as a table",
     )
     stress.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
@@ -460,13 +466,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stress.add_argument(
         "--load",
-        default="0,1k,10k,burst,reference",
+        default="c,0,1k,10k,burst,reference",
         help="loads, comma-separated: 0 (no OSC), 1k, 10k and 20k (messages a second), burst "
         "(20 000 as fast as one client sends), reference (no server: a client without torch "
-        "doing the server's median compute of numpy work per block: the machine's own xruns)",
+        "doing the server's median compute of numpy work per block: the Python floor), c (no "
+        "server: JACK's example client in C, the machine's floor)",
     )
     stress.add_argument(
         "--seconds", type=float, default=20.0, help="seconds each load lasts (default 20)"
+    )
+    stress.add_argument(
+        "--mode",
+        default="ring",
+        help="the server's latency modes, comma-separated, each served in turn (default ring; "
+        "e.g. ring,direct,threaded to compare them in one run)",
+    )
+    stress.add_argument(
+        "--period", type=_positive, help="the JACK server's period (default: the block)"
+    )
+    stress.add_argument("--ahead", type=_positive, default=1, help="serve's --ahead (1)")
+    stress.add_argument(
+        "--trust-model", action="store_true", help="serve's --trust-model (a .ts export)"
     )
     stress.add_argument(
         "--fuzz",

@@ -347,7 +347,9 @@ class Server:
     def _mode_line(self) -> str:
         if self.mode != "ring":
             return f"{self.mode} mode"
-        return f"ring mode ({self.options.ahead} block{'s' if self.options.ahead > 1 else ''} ahead)"
+        return (
+            f"ring mode ({self.options.ahead} block{'s' if self.options.ahead > 1 else ''} ahead)"
+        )
 
     def _rates(self) -> str:
         """The device's rate where the ring mode resamples to it."""

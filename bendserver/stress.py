@@ -31,7 +31,7 @@ from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 from tabulate import tabulate
 
-from .audio.jackwatch import JackXruns
+from .audio.jackclient import JackXruns
 from .errors import BendingError
 from .loader import load_model
 from .osc.intake import LOSSES

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 from tabulate import tabulate
@@ -50,6 +51,11 @@ LOADS = {
 #: compute time of plain numpy work per block on the same JACK server (what the machine does
 #: to any client), measured after the server's rows of its block size.
 REFERENCE = "reference"
+#: Not a load: the latency the server adds, an impulse through it (in bypass: the model's noise
+#: would blur it; the rings, resamplers, gain and fuse are on the path), and control latency:
+#: from an OSC message sent to the output changing, a tone through the server, /engine/gain
+#: toggled at random phases of the block. Both heard by a loopback JACK client.
+LATENCY = "latency"
 #: Not a load either: JACK's example client in C (``jack_simple_client``, a sine from a table),
 #: the machine's floor for any client, measured the same way (JACK's own xrun count).
 C_REFERENCE = "c"
@@ -95,7 +101,7 @@ def run_stress(
     rows. ``period``: the JACK server's (default: the block); ``serve_args``: more options of
     ``bendserver serve`` (``--ahead 2``, ``--threads 2``)."""
     _need_jack()
-    known = {*LOADS, REFERENCE, C_REFERENCE}
+    known = {*LOADS, REFERENCE, C_REFERENCE, LATENCY}
     unknown = sorted(set(loads) - known)
     if unknown:
         raise BendingError(f"unknown loads {unknown}: choose from {sorted(known)}")
@@ -103,6 +109,7 @@ def run_stress(
     ranges = _parameters(model, preset, search)
     served = [load for load in loads if load in LOADS]
     rows: list[Row] = []
+    latencies: list[Latency] = []
     for block in blocks:
         with _jack(period or block) as name, JackXruns(name) as jack:
             if C_REFERENCE in loads:
@@ -114,15 +121,33 @@ def run_stress(
                     for load in served:
                         rows.append(_measure(osc, jack, block, mode, load, seconds, ranges))
                         progress(rows[-1])
+                    if LATENCY in loads:
+                        latencies.append(_latency(osc, name, block, mode))
+                        progress(latencies[-1])
             if REFERENCE in loads:
                 server_rows = [r for r in rows if r.block == block and r.mode in modes]
                 work_ms = server_rows[-1].p50_ms if server_rows else 0.25
                 rows.append(_reference(name, jack, block, seconds, work_ms))
                 progress(rows[-1])
-    return rows
+    return [*rows, *latencies]
 
 
-def format_rows(rows: list[Row]) -> str:
+def format_rows(rows: list[Row | Latency]) -> str:
+    """The rows as a table, the latency rows as a second one."""
+    latencies = [row for row in rows if isinstance(row, Latency)]
+    rows = [row for row in rows if isinstance(row, Row)]
+    text = _table(rows)
+    if latencies:
+        headers = [
+            "block", "mode", "reported ms", "reported frames", "impulse frames", "impulse ms",
+            "control p50 ms", "control max ms", "control trials",
+        ]  # fmt: skip
+        table = [list(vars(row).values()) for row in latencies]
+        text += "\n\n" + tabulate(table, headers=headers, floatfmt=".2f")
+    return text
+
+
+def _table(rows: list[Row]) -> str:
     headers = [
         "block", "mode", "load", "sent", "received", "coalesced", "dropped", "JACK xruns",
         "xruns", "underruns", "late",
@@ -225,6 +250,125 @@ def _measure(
     )  # fmt: skip
 
 
+@dataclass
+class Latency:
+    """What the server adds (reported, and an impulse's delay through it, in frames of the JACK
+    server's rate, JACK's own loopback period taken off), and control latency: from sending a
+    message to the first output period it changed, p50 and max."""
+
+    block: int
+    mode: str
+    reported_ms: float
+    reported_frames: int
+    impulse_frames: str  #: each impulse's delay (all alike where nothing ran dry)
+    impulse_ms: float
+    control_p50_ms: float
+    control_max_ms: float
+    trials: int
+
+
+_LOOPBACK = Path(__file__).parent / "audio" / "jackclient.py"
+
+
+def _latency(osc: _Osc, jack: str, block: int, mode: str, trials: int = 24) -> Latency:
+    """The latency row of the server behind ``osc`` (in bypass while measured)."""
+    from .audio.jackclient import delays
+
+    rate = 48000
+    source, sink = _server_ports(jack)
+    _send(osc, "/engine/bypass", 1)
+    try:
+        loop = _loopback(jack, 1.1, "impulse", "out->in")
+        heard = delays(loop["recorded"], rate // 2)
+        through = _loopback(jack, 2.6, "impulse", f"out->{source}", f"{sink}->in")
+        measured = [d - heard[0] for d in delays(through["recorded"], rate // 2)]
+        control = _control_latency(osc, jack, source, sink, trials, rate)
+    finally:
+        _send(osc, "/engine/bypass", 0)
+        _send(osc, "/engine/gain", 1.0)
+    reported = float(osc.stats()["latency_ms"])
+    median = float(np.median(measured)) if measured else float("nan")
+    return Latency(
+        block, mode, reported, round(reported * rate / 1e3),
+        " ".join(str(d) for d in sorted(set(measured))), 1e3 * median / rate,
+        float(np.median(control)), float(np.max(control)), len(control),
+    )  # fmt: skip
+
+
+def _send(osc: _Osc, address: str, *args: object) -> None:
+    osc.replies.sendto(build_msg(address, list(args)).dgram, ("127.0.0.1", osc.port))
+
+
+def _server_ports(jack: str) -> tuple[str, str]:
+    """The served server's JACK input and output (PortAudio's client, the only one)."""
+    listing = subprocess.run(["jack_lsp"], capture_output=True, text=True, env=_jack_env(jack))
+    ports = listing.stdout.split()
+    inputs = [p for p in ports if p.startswith("PortAudio") and ":in_" in p]
+    outputs = [p for p in ports if p.startswith("PortAudio") and ":out_" in p]
+    if not inputs or not outputs:
+        raise BendingError(f"the server's JACK ports are not there: {ports}")
+    return inputs[0], outputs[0]
+
+
+def _loopback(jack: str, seconds: float, kind: str, *links: str, during=None) -> dict:
+    """Run the loopback client (:mod:`bendserver.audio.jackclient`) for ``seconds``, calling
+    ``during()`` once it is connected; what it recorded."""
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "loop.npz"
+        client = subprocess.Popen(
+            [sys.executable, str(_LOOPBACK), jack, str(seconds), kind, str(target), *links],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_jack_env(jack),
+        )  # fmt: skip
+        ready = client.stdout.readline()
+        if ready.strip() != "ready":
+            client.kill()
+            raise BendingError(f"the loopback client failed: {client.stderr.read()[-500:]}")
+        if during is not None:
+            during()
+        if client.wait(timeout=seconds + 30) != 0:
+            raise BendingError(f"the loopback client failed: {client.stderr.read()[-500:]}")
+        with np.load(target) as data:
+            return {key: data[key] for key in data.files}
+
+
+def _control_latency(
+    osc: _Osc, jack: str, source: str, sink: str, trials: int, rate: int
+) -> list[float]:
+    """Milliseconds from sending /engine/gain 0 (then 1, ...) to the first period of the
+    output that changed, with a tone through the server."""
+    import random
+
+    sent: list[tuple[float, float]] = []
+
+    def toggle() -> None:
+        time.sleep(0.5)  # the tone through
+        for trial in range(trials):
+            time.sleep(0.1 + random.random() * 0.05)
+            gain = float(trial % 2)  # from 1: 0, 1, 0, ...
+            sent.append((time.monotonic(), gain))
+            _send(osc, "/engine/gain", gain)
+
+    seconds = 0.5 + trials * 0.15 + 0.5
+    loop = _loopback(jack, seconds, "tone", f"out->{source}", f"{sink}->in", during=toggle)
+    recorded, cycles = loop["recorded"], loop["cycles"]
+    period = int(cycles[1, 0] - cycles[0, 0])
+    cycles = cycles[cycles[:, 0] + period <= len(recorded)]  # those it had room to record
+    levels = np.array([np.abs(recorded[int(f) : int(f) + period]).max() for f, _ in cycles])
+    loud = np.percentile(levels, 90)
+    found = []
+    for at, gain in sent:
+        # Heard one cycle late (JACK's loopback): a cycle's output left the server a period
+        # before the loopback client read it.
+        times = cycles[:, 1] - period / rate
+        later = np.nonzero(times >= at - period / rate)[0]
+        changed = [
+            i for i in later if (levels[i] < 0.9 * loud if gain == 0.0 else levels[i] > 0.1 * loud)
+        ]
+        if changed:
+            found.append(1e3 * max(0.0, times[changed[0]] - at))
+    return found
+
+
 def _jack_env(jack: str) -> dict[str, str]:
     return {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
 
@@ -317,7 +461,8 @@ def _served(
         port = probe.getsockname()[1]
     command = [
         sys.executable, "-m", "bendserver.cli", "serve", "-m", model,
-        "--audio", "jack" if jack else "null", "--block", str(block), "--osc-port", str(port),
+        "--audio", "jack" if jack else "null", *(["--input", "jack"] if jack else []),
+        "--block", str(block), "--osc-port", str(port),
         "--reply-port", str(replies.getsockname()[1]), *(["-p", preset] if preset else []),
         *(word for folder in search for word in ("--models-dir", folder)), *extra,
     ]  # fmt: skip

@@ -221,7 +221,9 @@ def _stress(args: argparse.Namespace) -> int:
     def progress(row: object) -> None:
         print(f"measured: {row}", file=sys.stderr, flush=True)
 
-    serve_args = ["--ahead", str(args.ahead), "--threads", str(args.threads)]
+    serve_args = ["--threads", str(args.threads)]
+    if args.ahead:
+        serve_args += ["--ahead", str(args.ahead)]
     if args.trust_model:
         serve_args.append("--trust-model")
     rows = run_stress(
@@ -353,9 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--ahead",
         type=_positive,
-        default=1,
-        help="ring mode: model blocks computed ahead of what plays (default 1; each adds a "
-        "block of latency and absorbs that much jitter)",
+        help="ring mode: model blocks computed ahead of what plays (default: those that last "
+        "5 ms, at least one; each adds a block of latency and absorbs that much jitter)",
     )
     serve.add_argument(
         "--allow",
@@ -484,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     stress.add_argument(
         "--period", type=_positive, help="the JACK server's period (default: the block)"
     )
-    stress.add_argument("--ahead", type=_positive, default=1, help="serve's --ahead (1)")
+    stress.add_argument("--ahead", type=_positive, help="serve's --ahead (default: serve's)")
     stress.add_argument(
         "--trust-model", action="store_true", help="serve's --trust-model (a .ts export)"
     )

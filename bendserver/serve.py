@@ -81,7 +81,9 @@ class ServeOptions:
     record: str | None = None
     force: bool = False
     latency_mode: str | None = None  #: None: ring on a device, direct on the null backend
-    ahead: int = 1  #: ring mode: model blocks computed ahead of what the device plays
+    #: Ring mode: model blocks computed ahead of what the device plays (None: those that last
+    #: 5 ms, at least one).
+    ahead: int | None = None
     allow: list[str] = field(default_factory=list)
     duration: float | None = None
     #: Device output channels (None: every channel of the device for a mono model).
@@ -347,9 +349,8 @@ class Server:
     def _mode_line(self) -> str:
         if self.mode != "ring":
             return f"{self.mode} mode"
-        return (
-            f"ring mode ({self.options.ahead} block{'s' if self.options.ahead > 1 else ''} ahead)"
-        )
+        ahead = self.backend.ahead
+        return f"ring mode ({ahead} block{'s' if ahead > 1 else ''} ahead)"
 
     def _rates(self) -> str:
         """The device's rate where the ring mode resamples to it."""

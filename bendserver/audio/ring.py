@@ -39,6 +39,15 @@ log = logging.getLogger("bendserver.audio")
 
 #: Seconds between two looks at the rings while there is nothing to compute.
 POLL = 0.0005
+#: The compute thread's jitter that the default ``ahead`` absorbs (seconds): at block 128
+#: (2.67 ms) one block ahead ran the ring dry 6 times in 60 s, where JACK's C example client had
+#: 1 xrun in the same run (``bendserver stress``, docs/serve.md).
+JITTER = 0.005
+
+
+def default_ahead(block: int, sample_rate: int) -> int:
+    """The fewest model blocks that last :data:`JITTER` (at least one)."""
+    return max(1, math.ceil(JITTER * sample_rate / block - 1e-9))
 
 
 def resampler_delay(from_rate: int, to_rate: int, channels: int = 1) -> int:
@@ -87,11 +96,12 @@ class RingBackend:
         output_name: str | None,
         input_name: str | None = None,
         output_channels: int | None = None,
-        ahead: int = 1,
+        ahead: int | None = None,
         period: int | None = None,
     ) -> None:
         from .backends import playback_channels
 
+        ahead = ahead or default_ahead(engine.block, engine.sample_rate)
         if ahead < 1:
             raise BendingError("--ahead takes 1 or more model blocks")
         sd = portaudio()
@@ -148,9 +158,9 @@ class RingBackend:
         self.overflows = 0  #: times the input ring was full (input lost, rings re-armed)
         self.errors = 0  #: blocks that failed (played as silence)
         self.frames = 0  #: model frames computed
-        self.missed = 0
-        self.skipped_frames = 0
         self._actions: list[Any] = []
+        self._stats: Any = None  # rtmixer's statistics asked for, not yet answered
+        self._stats_due = 0.0
         self._written = 0  # device frames written to the output ring since it was armed
         self._armed_at = 0  # model frames computed when the rings were last armed
         self._stop = threading.Event()
@@ -198,7 +208,8 @@ class RingBackend:
         if self._thread.is_alive():
             self._thread.join(timeout=2.0)
         try:
-            self._fetch_stats()
+            self.stream.wait(sleeptime=1)
+            self._take_stats(self._stats or self.stream.fetch_and_reset_stats())
             self.stream.stop()
             self.stream.close()
         finally:
@@ -222,6 +233,8 @@ class RingBackend:
         for action in self._actions:
             stream.wait(stream.cancel(action), sleeptime=1)
         stream.wait(sleeptime=1)
+        if self._stats is not None:
+            self._take_stats(self._stats)
         self._out.flush()
         self._out.write(np.zeros((self.prefill, self.channels), dtype=np.float32))
         self._written, self._armed_at = self.prefill, self.frames
@@ -261,6 +274,7 @@ class RingBackend:
         """Whether rtmixer still plays (and records) the rings: it ends an action whose ring ran
         dry (output) or full (input)."""
         active = self.stream.actions
+        self._poll_stats(active)
         if all(action in active for action in self._actions):
             return True
         if self._in is not None and self._actions[1] not in active:
@@ -323,18 +337,27 @@ class RingBackend:
         frame = self._armed_at + played * self.engine.sample_rate / self.rate
         self.clock.mark(math.floor(frame), time.time(), 0)
 
-    def _fetch_stats(self) -> None:
-        action = self.stream.fetch_and_reset_stats()
+    def _poll_stats(self, active: Any, every: float = 0.05) -> None:
+        """Ask rtmixer's callback for its counts every ``every`` seconds and add them up once
+        answered (this thread only: rtmixer's action queue has one writer)."""
+        if self._stats is not None:
+            if self._stats not in active:
+                self._take_stats(self._stats)
+        elif time.monotonic() >= self._stats_due:
+            self._stats = self.stream.fetch_and_reset_stats()
+            self._stats_due = time.monotonic() + every
+
+    def _take_stats(self, action: Any) -> None:
+        """Add the counts of an answered statistics action."""
         self.stream.wait(action, sleeptime=1)
         self.xruns += _xruns(action.stats)
+        self._stats = None
 
     # -- reporting ---------------------------------------------------------------------------
 
     def counters(self) -> dict[str, float]:
-        """Device xruns (counted in C), dry output rings, full input rings, failed blocks, and
-        the headroom: how full the output ring is now (ms)."""
-        if self._thread.is_alive():
-            self._fetch_stats()
+        """Device xruns (counted in C, added up every 50 ms), dry output rings, full input rings,
+        failed blocks, and the headroom: how full the output ring is now (ms)."""
         return {
             "xruns": self.xruns,
             "underruns": self.underruns,
@@ -356,13 +379,11 @@ def prefill(ahead: int, block: int, period: int, held: int = 0) -> int:
 
 
 def _xruns(stats: Any) -> int:
-    """Callbacks whose status reported an under- or overflow, as rtmixer counts them in C."""
-    return int(
-        stats.input_underflows
-        + stats.input_overflows
-        + stats.output_underflows
-        + stats.output_overflows
-    )
+    """Xruns, from rtmixer's counts of the callbacks' status flags: a duplex stream has both
+    an input and an output flag raised for one xrun (PortAudio's JACK stream raises both), so
+    the larger side counts, not their sum."""
+    inputs = stats.input_underflows + stats.input_overflows
+    return int(max(inputs, stats.output_underflows + stats.output_overflows))
 
 
 def _wait_active(stream: Any, actions: list[Any]) -> None:

@@ -265,6 +265,7 @@ class RingBackend:
             if not self._alive():
                 self.underruns += 1
                 self._arm()
+                self._record_silence()
             elif self._due():
                 self._compute()
             else:
@@ -314,6 +315,16 @@ class RingBackend:
         self.log.record(due or started, (due or started) + engine.block / engine.sample_rate,
                         self.frames, float(np.abs(out).mean()))  # fmt: skip
         self.frames += engine.block
+
+    def _record_silence(self) -> None:
+        """Record the prefill's silence that plays again after a re-arm, so that the recording
+        keeps time with what was heard (about: the moment the ring ran dry is not seen)."""
+        if self.recorder is None:
+            return
+        engine = self.engine
+        silence = np.zeros((engine.out_channels, engine.block), dtype=np.float32)
+        for _ in range(round(self.prefill * engine.sample_rate / self.rate / engine.block)):
+            self.recorder.push(silence)
 
     def _input(self) -> np.ndarray:
         """The next model block: from the source, or from the input ring (resampled)."""

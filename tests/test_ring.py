@@ -23,6 +23,7 @@ from streaming import Identity
 import bendserver as tb
 from bendserver.audio.jackclient import delays
 from bendserver.audio.reporter import Reporter
+from bendserver.audio.ring import prefill
 from bendserver.errors import BendingError
 from bendserver.serve import ServeOptions, Server
 
@@ -163,3 +164,26 @@ def test_the_late_block_warning_never_suggests_the_mode_in_use(mode):
     remedies = Reporter(tb.StreamEngine(Identity()), mode).remedies()
     assert f"--latency-mode {mode}" not in remedies
     assert ("--ahead" in remedies) == (mode == "ring")
+
+
+@pytest.mark.parametrize(
+    ("ahead", "block", "period"),
+    [(1, 256, 256), (2, 128, 128), (1, 2048, 256), (1, 2229, 256), (4, 64, 256), (2, 300, 128)],
+)
+def test_the_prefill_leaves_every_block_ahead_blocks_of_time(ahead, block, period):
+    """Played callback by callback: block k's input is there after the callback that records
+    its last frame, its output is due at the callback that plays frame prefill + k * block."""
+
+    def least_time(frames):
+        times = []
+        for k in range(4 * period):
+            ready = ((k + 1) * block - 1) // period  # the callback that records its last frame
+            due = (frames + k * block) // period  # the callback that plays its first frame
+            times.append((due - ready) * period)
+        return min(times)
+
+    frames = prefill(ahead, block, period)
+    assert least_time(frames) >= ahead * block
+    assert least_time(frames - 1) < ahead * block, "the smallest such prefill"
+    if block % period == 0:
+        assert frames == (ahead + 1) * block - period

@@ -135,7 +135,6 @@ class RingBackend:
                 f"cannot open {self.output} for the ring mode: {error}. Try --latency-mode "
                 "direct, or --audio null"
             ) from None
-        self._rtmixer = rtmixer
         self.engine, self.source, self.clock, self.gate = engine, source, clock, gate
         self.ahead = ahead
         self.name = str(self.output) if self.input is None else f"{self.input} -> {self.output}"
@@ -383,10 +382,27 @@ class RingBackend:
 
 
 def prefill(ahead: int, block: int, period: int, held: int = 0) -> int:
-    """Frames of silence the output ring starts with: block k's input is complete once the
-    device has played frame ``(k + 1) * block`` (``held`` more frames with resamplers), and its
-    output is due at ``prefill + k * block``: ``ahead`` blocks of time to compute it."""
-    return (ahead + 1) * block - period + held
+    """Frames of silence the output ring starts with, so that every block has ``ahead`` blocks
+    of time to compute. Block k's input is there after the callback that records frame
+    ``(k + 1) * block - 1``; its output is needed by the callback that plays frame
+    ``prefill + k * block``. Where the period divides the block that is
+    ``(ahead + 1) * block - period``; otherwise the smallest prefill that leaves every block of a
+    cycle of ``period / gcd`` blocks that much. ``held``: frames the resamplers hold back."""
+    need = ahead * block
+    cycle = period // math.gcd(block, period)
+    frames = max(0, need + block - period)
+    while slack(frames, block, period, cycle) < need:
+        frames += 1
+    return frames + held
+
+
+def slack(frames: int, block: int, period: int, blocks: int) -> int:
+    """The least time (frames) between a block's input and its output being due, over the first
+    ``blocks`` blocks, with ``frames`` of prefill."""
+    return min(
+        ((frames + k * block) // period - (-(-(k + 1) * block // period) - 1)) * period
+        for k in range(blocks)
+    )
 
 
 def _xruns(stats: Any) -> int:

@@ -136,6 +136,20 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ring_latency(block: int, rate: int) -> str:
+    """What serve's ring mode adds to the model's latency, at a device period of the block and
+    the model's rate (another period or rate: serve's banner and /stats say)."""
+    from .audio.ring import default_ahead, prefill
+
+    ahead = default_ahead(block, rate)
+    frames = prefill(ahead, block, block)
+    return (
+        f"serve     the ring mode adds {frames} samples ({1e3 * frames / rate:.2f} ms: {ahead} "
+        f"block{'s' if ahead > 1 else ''} ahead) on a device period of {block} at {rate} Hz; "
+        "another period or rate: its banner and /stats say"
+    )
+
+
 def _info(args: argparse.Namespace) -> int:
     import torch
 
@@ -155,6 +169,7 @@ def _info(args: argparse.Namespace) -> int:
         )
     if model.attributes:
         print(f"attributes {model.attributes}")
+    print(_ring_latency(model.block, model.sample_rate))
     print("\nweights")
     model.bended.print_weights()
     if model.bended.scripted:

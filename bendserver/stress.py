@@ -278,9 +278,9 @@ def _latency(osc: _Osc, jack: str, block: int, mode: str, trials: int = 24) -> L
     source, sink = _server_ports(jack)
     _send(osc, "/engine/bypass", 1)
     try:
-        loop = _loopback(jack, 1.1, "impulse", "out->in")
+        loop = loopback(jack, 1.1, "impulse", "out->in")
         heard = delays(loop["recorded"], rate // 2)
-        through = _loopback(jack, 2.6, "impulse", f"out->{source}", f"{sink}->in")
+        through = loopback(jack, 2.6, "impulse", f"out->{source}", f"{sink}->in")
         measured = [d - heard[0] for d in delays(through["recorded"], rate // 2)]
         control = _control_latency(osc, jack, source, sink, trials, rate)
     finally:
@@ -310,7 +310,7 @@ def _server_ports(jack: str) -> tuple[str, str]:
     return inputs[0], outputs[0]
 
 
-def _loopback(jack: str, seconds: float, kind: str, *links: str, during=None) -> dict:
+def loopback(jack: str, seconds: float, kind: str, *links: str, during=None) -> dict:
     """Run the loopback client (:mod:`bendserver.audio.jackclient`) for ``seconds``, calling
     ``during()`` once it is connected; what it recorded."""
     with tempfile.TemporaryDirectory() as folder:
@@ -338,6 +338,8 @@ def _control_latency(
     output that changed, with a tone through the server."""
     import random
 
+    from .audio.jackclient import jack_now
+
     sent: list[tuple[float, float]] = []
 
     def toggle() -> None:
@@ -345,11 +347,11 @@ def _control_latency(
         for trial in range(trials):
             time.sleep(0.1 + random.random() * 0.05)
             gain = float(trial % 2)  # from 1: 0, 1, 0, ...
-            sent.append((time.monotonic(), gain))
+            sent.append((jack_now(), gain))
             _send(osc, "/engine/gain", gain)
 
     seconds = 0.5 + trials * 0.15 + 0.5
-    loop = _loopback(jack, seconds, "tone", f"out->{source}", f"{sink}->in", during=toggle)
+    loop = loopback(jack, seconds, "tone", f"out->{source}", f"{sink}->in", during=toggle)
     recorded, cycles = loop["recorded"], loop["cycles"]
     period = int(cycles[1, 0] - cycles[0, 0])
     cycles = cycles[cycles[:, 0] + period <= len(recorded)]  # those it had room to record

@@ -18,14 +18,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 from jack import Replies, jack_server, need, stats
+from pythonosc.osc_bundle_builder import OscBundleBuilder
+from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
-from bendserver.audio.jackclient import delays
+from bendserver.audio.jackclient import delays, jack_now
 from bendserver.audio.reporter import Reporter
 from bendserver.audio.ring import prefill
 from bendserver.errors import BendingError
 from bendserver.serve import ServeOptions, Server
+from bendserver.stress import loopback
 
 RATE, PERIOD = 48000, 256
 LOOPBACK = Path(tb.__file__).parent / "audio" / "jackclient.py"
@@ -187,3 +190,35 @@ def test_the_prefill_leaves_every_block_ahead_blocks_of_time(ahead, block, perio
     assert least_time(frames - 1) < ahead * block, "the smallest such prefill"
     if block % period == 0:
         assert frames == (ahead + 1) * block - period
+
+
+def test_a_timetag_lands_on_its_sample_behind_the_ring(jack, replies):
+    """Three blocks ahead (768 frames, 16 ms), a bundle due 0.3 s ahead sets the gain to 0 on a
+    constant through the server: the output falls at the first block boundary at or after the
+    timetag as heard at the device, not 16 ms later (the clock is marked with the frame that
+    plays). Heard by the loopback client, its JACK times less its own loopback period."""
+    with ring_server(replies, 256, ahead=3) as server:
+        source, sink = server_ports()
+        port, sent = server.osc.port, []
+
+        def schedule():
+            time.sleep(0.5)
+            wall, mono = time.time(), jack_now()
+            bundle = OscBundleBuilder(wall + 0.3)
+            bundle.add_content(build_msg("/engine/gain", [0.0]))
+            with __import__("socket").socket(type=__import__("socket").SOCK_DGRAM) as sock:
+                sock.sendto(bundle.build().dgram, ("127.0.0.1", port))
+            sent.append(mono + 0.3)
+
+        heard = loopback(jack, 1.5, "dc", f"out->{source}", f"{sink}->in", during=schedule)
+        assert server.backend.prefill == 3 * 256
+    recorded, cycles = heard["recorded"], heard["cycles"]
+    arrived = np.argmax(recorded > 0.49)  # past the silence the rings start with
+    falls = np.nonzero(recorded[arrived:] < 0.49)[0]
+    assert arrived and len(falls), "the gain never changed"
+    first = arrived + falls[0]
+    cycle = np.searchsorted(cycles[:, 0], first, side="right") - 1
+    landed = cycles[cycle, 1] + (first - cycles[cycle, 0]) / RATE - PERIOD / RATE
+    late_ms = 1e3 * (landed - sent[0])
+    print(f"\na timetag through a ring of 768 frames: heard {late_ms:.2f} ms after it was due")
+    assert -1.0 <= late_ms <= 1e3 * 256 / RATE + 1.5, late_ms

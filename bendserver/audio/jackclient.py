@@ -95,7 +95,9 @@ class JackXruns(_Client):
 
 class Loopback(_Client):
     """Plays ``signal`` (looped) on port ``out`` and records port ``in`` for ``seconds``; keeps
-    the JACK time (microseconds, CLOCK_MONOTONIC: ``time.monotonic``'s clock) of each cycle."""
+    the JACK time of each cycle (CLOCK_MONOTONIC_RAW, not ``time.monotonic``'s CLOCK_MONOTONIC:
+    NTP slews one and not the other; they were 0.25 s apart after 2 hours here): compare it
+    with :func:`jack_now`)."""
 
     def __init__(self, server: str, signal: np.ndarray, seconds: float, name: str) -> None:
         super().__init__(server, name)
@@ -133,6 +135,11 @@ class Loopback(_Client):
         return 0
 
 
+def jack_now() -> float:
+    """Now, on JACK's clock (seconds)."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC_RAW)
+
+
 def impulses(rate: int, every: float = 0.5) -> np.ndarray:
     """One impulse every ``every`` seconds, at the first frame."""
     signal = np.zeros(int(rate * every), dtype=np.float32)
@@ -153,9 +160,10 @@ def delays(recorded: np.ndarray, every: int) -> list[int]:
 
 def main(argv: list[str]) -> int:
     """``jackclient.py SERVER SECONDS KIND OUT_NPZ [SOURCE->DESTINATION ...]``: a
-    :class:`Loopback` named ``bendserver-loopback`` playing impulses (KIND ``impulse``) or a
-    375 Hz tone (``tone``), its ports connected as given (``out``/``in`` stand for its own);
-    prints ``ready`` once connected, then saves what it recorded and the cycles' times."""
+    :class:`Loopback` named ``bendserver-loopback`` playing impulses (KIND ``impulse``), a
+    375 Hz tone (``tone``) or a constant 0.5 (``dc``), its ports connected as given
+    (``out``/``in`` stand for its own); prints ``ready`` once connected, then saves what it
+    recorded and the cycles' times."""
     server, seconds, kind, target, *links = argv
     name = "bendserver-loopback"
     rate_guess = 48000
@@ -163,6 +171,8 @@ def main(argv: list[str]) -> int:
         rate_guess = int(probe.lib.jack_get_sample_rate(probe.client))
     if kind == "impulse":
         signal = impulses(rate_guess)
+    elif kind == "dc":  # a constant: a gain change shows at its sample
+        signal = np.full(rate_guess, 0.5, dtype=np.float32)
     else:
         t = np.arange(rate_guess // 375 * 8) / rate_guess
         signal = (0.5 * np.sin(2 * np.pi * 375 * t)).astype(np.float32)

@@ -156,12 +156,11 @@ class RingBackend:
         self.underruns = 0  #: times the output ring ran dry (silence played, rings re-armed)
         self.overflows = 0  #: times the input ring was full (input lost, rings re-armed)
         self.errors = 0  #: blocks that failed (played as silence)
-        self.frames = 0  #: model frames computed
         self._actions: list[Any] = []
         self._stats: Any = None  # rtmixer's statistics asked for, not yet answered
         self._stats_due = 0.0
         self._written = 0  # device frames written to the output ring since it was armed
-        self._armed_at = 0  # model frames computed when the rings were last armed
+        self._armed_at = 0  # the engine's time (model frames) when the rings were last armed
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="audio-compute", daemon=True)
 
@@ -236,7 +235,7 @@ class RingBackend:
             self._take_stats(self._stats)
         self._out.flush()
         self._out.write(np.zeros((self.prefill, self.channels), dtype=np.float32))
-        self._written, self._armed_at = self.prefill, self.frames
+        self._written, self._armed_at = self.prefill, self.engine.time
         self._pending = self._pending[:, :0]
         self._actions = [stream.play_ringbuffer(self._out)]
         if self._in is not None:
@@ -293,7 +292,7 @@ class RingBackend:
     def _compute(self) -> None:
         engine = self.engine
         block = self._input()
-        started = time.time()
+        started, frame = time.time(), engine.time
         try:
             with self.gate:
                 out = engine.process(block)
@@ -310,10 +309,9 @@ class RingBackend:
         chunk[:] = device.T  # a mono model plays on every output
         self._out.write(chunk)
         self._written += frames
-        due = self.clock.wall_at(self.frames)
-        self.log.record(due or started, (due or started) + engine.block / engine.sample_rate,
-                        self.frames, float(np.abs(out).mean()))  # fmt: skip
-        self.frames += engine.block
+        due = self.clock.wall_at(frame) or started  # when it plays
+        level = float(np.abs(out).mean())
+        self.log.record(due, due + engine.block / engine.sample_rate, frame, level)
 
     def _record_silence(self) -> None:
         """Record the prefill's silence that plays again after a re-arm, so that the recording
@@ -341,9 +339,11 @@ class RingBackend:
         return np.ascontiguousarray(block)
 
     def _mark_clock(self) -> None:
-        """Tell the clock which model frame plays now: what the device took from the output
-        ring, less the prefill and the resamplers' delays (a timetag lands on its sample)."""
-        played = self._written - self._out.read_available - self.prefill - self.to_device.delay
+        """Tell the clock which model frame the last callback started to play: what the device
+        took from the output ring, less that callback's period and the prefill (ring position
+        ``prefill + j`` holds output frame j), so that a timetag lands on its sample."""
+        taken = self._written - self._out.read_available
+        played = taken - self.period - self.prefill
         frame = self._armed_at + played * self.engine.sample_rate / self.rate
         self.clock.mark(math.floor(frame), time.time(), 0)
 

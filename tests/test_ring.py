@@ -112,20 +112,24 @@ def test_the_latency_reported_is_the_one_measured(jack, replies, block, sample_r
     assert f"(device block {PERIOD}" in banner, "the device's period, not the model's block"
 
 
-def test_a_dry_output_ring_is_counted_and_the_latency_stays(jack, replies):
+@pytest.mark.parametrize(
+    ("block", "sample_rate"), [(256, RATE), (2048, 44100)], ids=["block=period", "44.1k-2048"]
+)
+def test_a_dry_output_ring_is_counted_and_the_latency_stays(jack, replies, block, sample_rate):
     """Every 20th block takes longer than the block and the ahead block together: the ring
-    runs dry, silence plays, it is counted and re-armed with the same prefill."""
-    with ring_server(replies, 256) as server:
+    runs dry, silence plays, it is counted and re-armed with the same prefill (the resamplers
+    started again: what they held is in the prefill)."""
+    with ring_server(replies, block, sample_rate) as server:
         process, count = server.engine.process, [0]
 
-        def slow(block):
+        def slow(audio):
             count[0] += 1
             if count[0] % 20 == 0:
-                time.sleep(3 * 256 / RATE)
-            return process(block)
+                time.sleep(3 * block / sample_rate)
+            return process(audio)
 
         server.engine.process = slow
-        time.sleep(0.5)
+        time.sleep(0.5 if block == 256 else 2.5)
         result = stats(server.osc.port, replies)
         server.engine.process = process
         time.sleep(0.3)

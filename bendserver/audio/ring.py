@@ -68,12 +68,17 @@ class Resampler:
     """A streaming resampler of ``[channels, frames]`` blocks, or a pass-through at one rate."""
 
     def __init__(self, from_rate: int, to_rate: int, channels: int) -> None:
+        self.rates, self.channels = (from_rate, to_rate), channels
         self.same = from_rate == to_rate
         self.delay = resampler_delay(from_rate, to_rate)  #: frames at ``to_rate``
+        self.reset()
+
+    def reset(self) -> None:
+        """Start again with nothing held back (what it held is dropped)."""
         if not self.same:
             import soxr
 
-            self._stream = soxr.ResampleStream(from_rate, to_rate, channels, dtype="float32")
+            self._stream = soxr.ResampleStream(*self.rates, self.channels, dtype="float32")
 
     def __call__(self, block: np.ndarray) -> np.ndarray:
         """``[channels, n]`` in, ``[channels, about n * to / from]`` out (frames-major copy)."""
@@ -237,6 +242,8 @@ class RingBackend:
         self._out.write(np.zeros((self.prefill, self.channels), dtype=np.float32))
         self._written, self._armed_at = self.prefill, self.engine.time
         self._pending = self._pending[:, :0]
+        self.to_model.reset()  # the frames they held are in the prefill again
+        self.to_device.reset()
         self._actions = [stream.play_ringbuffer(self._out)]
         if self._in is not None:
             self._in.flush()

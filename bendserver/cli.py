@@ -145,8 +145,9 @@ def _ring_latency(block: int, rate: int) -> str:
     frames = prefill(ahead, block, block)
     return (
         f"serve     the ring mode adds {frames} samples ({1e3 * frames / rate:.2f} ms: {ahead} "
-        f"block{'s' if ahead > 1 else ''} ahead) on a device period of {block} at {rate} Hz; "
-        "another period or rate: its banner and /stats say"
+        f"block{'s' if ahead > 1 else ''} ahead) on a device period of {block} at {rate} Hz, "
+        "more where the model's compute takes a good part of a block; its banner and /stats "
+        "say what it adds"
     )
 
 

@@ -39,15 +39,16 @@ log = logging.getLogger("bendserver.audio")
 
 #: Seconds between two looks at the rings while there is nothing to compute.
 POLL = 0.0005
-#: The compute thread's jitter that the default ``ahead`` absorbs (seconds): at block 128
-#: (2.67 ms) one block ahead ran the ring dry 6 times in 60 s, where JACK's C example client had
-#: 1 xrun in the same run (``bendserver stress``, docs/serve.md).
+#: The compute thread's jitter that the default ``ahead`` absorbs beside the compute itself
+#: (seconds): at block 128 (2.67 ms) one block ahead ran the ring dry 6 times in 60 s, where
+#: JACK's C example client had 1 xrun in the same run (``bendserver stress``, docs/serve.md).
 JITTER = 0.005
 
 
-def default_ahead(block: int, sample_rate: int) -> int:
-    """The fewest model blocks that last :data:`JITTER` (at least one)."""
-    return max(1, math.ceil(JITTER * sample_rate / block - 1e-9))
+def default_ahead(block: int, sample_rate: int, compute: float = 0.0) -> int:
+    """The fewest model blocks that last :data:`JITTER` plus ``compute`` seconds (at least
+    one)."""
+    return max(1, math.ceil((JITTER + compute) * sample_rate / block - 1e-9))
 
 
 def resampler_delay(from_rate: int, to_rate: int, channels: int = 1) -> int:
@@ -106,7 +107,10 @@ class RingBackend:
     ) -> None:
         from .backends import playback_channels
 
-        ahead = ahead or default_ahead(engine.block, engine.sample_rate)
+        #: Seconds a block of silence took to compute, after the first calls (slower: allocations,
+        #: caches, which would run the first ring dry): what the default ``ahead`` adds room for.
+        self.compute = _warm_up(engine)
+        ahead = ahead or default_ahead(engine.block, engine.sample_rate, self.compute)
         if ahead < 1:
             raise BendingError("--ahead takes 1 or more model blocks")
         sd = portaudio()
@@ -187,7 +191,6 @@ class RingBackend:
         if not self.period:
             self.period = self._first_period()
         self.prefill = prefill(self.ahead, self.block_frames, self.period, self.delays())
-        self._warm_up()
         self._arm()
         self._thread.start()
 
@@ -197,13 +200,6 @@ class RingBackend:
         if self._in is not None:
             held += math.ceil(self.to_model.delay * self.rate / self.engine.sample_rate)
         return held
-
-    def _warm_up(self, blocks: int = 2) -> None:
-        """Compute a few blocks of silence before the rings run: a model's first calls are
-        slower (allocations, caches), and they would run the first ring dry."""
-        silence = np.zeros((self.engine.in_channels, self.engine.block), dtype=np.float32)
-        for _ in range(blocks):
-            self.engine.process(silence)
 
     def stop(self) -> None:
         """Stop the compute thread and the stream; terminate PortAudio."""
@@ -410,6 +406,17 @@ def slack(frames: int, block: int, period: int, blocks: int) -> int:
         ((frames + k * block) // period - (-(-(k + 1) * block // period) - 1)) * period
         for k in range(blocks)
     )
+
+
+def _warm_up(engine: StreamEngine, blocks: int = 3) -> float:
+    """Compute a few blocks of silence; the seconds the last one took."""
+    silence = np.zeros((engine.in_channels, engine.block), dtype=np.float32)
+    took = 0.0
+    for _ in range(blocks):
+        started = time.perf_counter()
+        engine.process(silence)
+        took = time.perf_counter() - started
+    return took
 
 
 def _xruns(stats: Any) -> int:

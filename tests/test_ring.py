@@ -9,6 +9,7 @@ callback is rtmixer's (C), the engine computes ahead on its own thread.
   warning never suggests the mode in use.
 """
 
+import os
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from jack import Replies, jack_server, need, stats
+from jack import Replies, jack_server, need, send_python, stats
 from pythonosc.osc_bundle_builder import OscBundleBuilder
 from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
@@ -229,3 +230,40 @@ def test_a_timetag_lands_on_its_sample_behind_the_ring(jack, replies):
     late_ms = 1e3 * (landed - sent[0])
     print(f"\na timetag through a ring of 768 frames: heard {late_ms:.2f} ms after it was due")
     assert -1.0 <= late_ms <= 1e3 * 256 / RATE + 1.5, late_ms
+
+
+RAVE_DIR = os.environ.get("BENDSERVER_RAVE_DIR")
+
+
+@pytest.mark.skipif(not RAVE_DIR, reason="BENDSERVER_RAVE_DIR names no folder of RAVE exports")
+def test_a_rave_export_plays_on_a_48k_jack_server_at_the_latency_it_reports(jack, replies):
+    """A RAVE v2 export (44.1 kHz, block 2048; ``rave_v2_streaming.ts`` in the folder
+    BENDSERVER_RAVE_DIR names) on the 48 kHz JACK server of period 256, two torch threads: it
+    starts, plays, and an impulse through it (in bypass: the model's own sound would blur it)
+    comes back after the latency the server reports."""
+    import torch
+
+    path = Path(RAVE_DIR) / "rave_v2_streaming.ts"
+    threads = torch.get_num_threads()
+    options = ServeOptions(
+        model=str(path), preset="none", audio="jack", input="jack", osc_port=0,
+        reply_port=replies.port, threads=2,
+    )  # fmt: skip
+    try:
+        with Server(options) as server:
+            time.sleep(3.0)
+            played = stats(server.osc.port, replies)
+            send_python(server.osc.port, "/engine/bypass", 1)
+            time.sleep(0.3)
+            measured = through_server(jack)
+            reported = server.backend.prefill
+            banner = server.banner()
+    finally:
+        torch.set_num_threads(threads)
+    print(
+        f"\nRAVE v2 on JACK 48 kHz / 256, 2 threads: blocks {played['blocks']}, compute p50 "
+        f"{played['p50_ms']:.1f} ms, xruns {played['xruns']}, underruns {played['underruns']}; "
+        f"latency reported {reported} frames, measured {measured}"
+    )
+    assert "at 48000 Hz, resampled" in banner and played["blocks"] >= 50
+    assert abs(np.median(measured) - reported) <= 2, (measured, reported)

@@ -264,7 +264,6 @@ class RingBackend:
         while not self._stop.is_set():
             self._mark_clock()
             if not self._alive():
-                self.underruns += 1
                 self._arm()
                 self._record_silence()
             elif self._due():
@@ -274,14 +273,13 @@ class RingBackend:
 
     def _alive(self) -> bool:
         """Whether rtmixer still plays (and records) the rings: it ends an action whose ring ran
-        dry (output) or full (input)."""
+        dry (output: an underrun) or full (input: an overflow), each counted here."""
         active = self.stream.actions
         self._poll_stats(active)
-        if all(action in active for action in self._actions):
-            return True
-        if self._in is not None and self._actions[1] not in active:
-            self.overflows += 1
-        return False
+        ended = [action not in active for action in self._actions]
+        self.underruns += ended[0]
+        self.overflows += any(ended[1:])
+        return not any(ended)
 
     def _due(self) -> bool:
         """Whether the next block is due: its input is there (the input ring holds a block, or

@@ -372,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--ahead",
         type=_positive,
         help="ring mode: model blocks computed ahead of what plays (default: those that last "
-        "5 ms, at least one; each adds a block of latency and absorbs that much jitter)",
+        "7 ms plus a block's compute, at least one; each adds a block of latency and absorbs "
+        "that much jitter)",
     )
     serve.add_argument(
         "--allow",

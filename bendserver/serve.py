@@ -82,7 +82,7 @@ class ServeOptions:
     force: bool = False
     latency_mode: str | None = None  #: None: ring on a device, direct on the null backend
     #: Ring mode: model blocks computed ahead of what the device plays (None: those that last
-    #: 5 ms, at least one).
+    #: 7 ms plus a block's compute, at least one).
     ahead: int | None = None
     allow: list[str] = field(default_factory=list)
     duration: float | None = None

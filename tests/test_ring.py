@@ -108,7 +108,7 @@ def test_the_latency_reported_is_the_one_measured(jack, replies, block, sample_r
     assert len(measured) >= 3
     assert result["underruns"] > 0 or all(abs(d - reported) <= 2 for d in measured), measured
     assert abs(np.median(measured) - reported) <= 2, (measured, reported)
-    assert f"{server.latency} samples" in banner and "ring mode (1 block ahead)" in banner
+    assert f"{server.latency} samples" in banner and "ring mode (" in banner
     assert abs(result["latency_ms"] - 1e3 * reported / RATE) < 0.05
     assert f"(device block {PERIOD}" in banner, "the device's period, not the model's block"
 

@@ -40,9 +40,10 @@ log = logging.getLogger("bendserver.audio")
 #: Seconds between two looks at the rings while there is nothing to compute.
 POLL = 0.0005
 #: The compute thread's jitter that the default ``ahead`` absorbs beside the compute itself
-#: (seconds): at block 128 (2.67 ms) one block ahead ran the ring dry 6 times in 60 s, where
-#: JACK's C example client had 1 xrun in the same run (``bendserver stress``, docs/serve.md).
-JITTER = 0.005
+#: (seconds): at block 128 (2.67 ms) on a busy 2-core machine, one block ahead ran the ring dry
+#: 9 to 15 times a minute, two blocks 1 or 2 times, three blocks never (``bendserver stress``,
+#: docs/serve.md).
+JITTER = 0.007
 
 
 def default_ahead(block: int, sample_rate: int, compute: float = 0.0) -> int:

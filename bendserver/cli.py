@@ -214,6 +214,21 @@ def _ray_address(args: argparse.Namespace) -> str | None:
     return args.ray
 
 
+def _ring_latency(block: int, rate: int) -> str:
+    """What serve's ring mode adds to the model's latency, at a device period of the block and
+    the model's rate (another period or rate: serve's banner and /stats say)."""
+    from .audio.ring import default_ahead, prefill
+
+    ahead = default_ahead(block, rate)
+    frames = prefill(ahead, block, block)
+    return (
+        f"serve     the ring mode adds {frames} samples ({1e3 * frames / rate:.2f} ms: {ahead} "
+        f"block{'s' if ahead > 1 else ''} ahead) on a device period of {block} at {rate} Hz, "
+        "more where the model's compute takes a good part of a block; its banner and /stats "
+        "say what it adds"
+    )
+
+
 def _info(args: argparse.Namespace) -> int:
     import torch
 
@@ -235,6 +250,7 @@ def _info(args: argparse.Namespace) -> int:
         )
     if model.attributes:
         print(f"attributes {model.attributes}")
+    print(_ring_latency(model.block, model.sample_rate))
     print("\nweights")
     model.bended.print_weights()
     for name, spec in model.methods.items():
@@ -307,6 +323,11 @@ def _stress(args: argparse.Namespace) -> int:
     def progress(row: object) -> None:
         print(f"measured: {row}", file=sys.stderr, flush=True)
 
+    serve_args = ["--threads", str(args.threads)]
+    if args.ahead:
+        serve_args += ["--ahead", str(args.ahead)]
+    if args.trust_model:
+        serve_args.append("--trust-model")
     rows = run_stress(
         args.model,
         args.preset,
@@ -316,6 +337,9 @@ def _stress(args: argparse.Namespace) -> int:
         progress,
         args.models_dir,
         args.latency,
+        tuple(args.mode.split(",")),
+        tuple(serve_args),
+        args.period,
     )
     print(format_rows(rows))
     return 0
@@ -440,10 +464,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--force", action="store_true", help="overwrite the --record file")
     serve.add_argument(
         "--latency-mode",
-        choices=["direct", "threaded"],
-        default="direct",
-        help="direct: the model runs in the audio callback (lowest latency); threaded: on a "
-        "worker, one device block later, absorbing spikes",
+        choices=["ring", "direct", "threaded"],
+        help="ring (the default on a device): the device callback is C and copies between "
+        "rings, the model computes --ahead blocks ahead on its own thread, at any block and "
+        "rate; direct (the default on the null backend): the model runs in a Python callback; "
+        "threaded: on a worker, one device block later",
+    )
+    serve.add_argument(
+        "--ahead",
+        type=_positive,
+        help="ring mode: model blocks computed ahead of what plays (default: those that last "
+        "7 ms plus a block's compute, at least one; each adds a block of latency and absorbs "
+        "that much jitter)",
     )
     serve.add_argument(
         "--allow",
@@ -585,7 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     stress = commands.add_parser(
         "stress",
-        parents=[models],
+        parents=[models, threads],
         help="the live server under OSC load on a JACK dummy clock, as a table",
     )
     stress.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
@@ -595,13 +627,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stress.add_argument(
         "--load",
-        default="0,1k,10k,burst,reference",
+        default="c,0,1k,10k,burst,reference",
         help="loads, comma-separated: 0 (no OSC), 1k, 10k and 20k (messages a second), burst "
         "(20 000 as fast as one client sends), reference (no server: a client without torch "
-        "doing the server's median compute of numpy work per block: the machine's own xruns)",
+        "doing the server's median compute of numpy work per block: the Python floor), c (no "
+        "server: JACK's example client in C, the machine's floor)",
     )
     stress.add_argument(
         "--seconds", type=float, default=20.0, help="seconds each load lasts (default 20)"
+    )
+    stress.add_argument(
+        "--mode",
+        default="ring",
+        help="the server's latency modes, comma-separated, each served in turn (default ring; "
+        "e.g. ring,direct,threaded to compare them in one run)",
+    )
+    stress.add_argument(
+        "--period", type=_positive, help="the JACK server's period (default: the block)"
+    )
+    stress.add_argument("--ahead", type=_positive, help="serve's --ahead (default: serve's)")
+    stress.add_argument(
+        "--trust-model", action="store_true", help="serve's --trust-model (a .ts export)"
     )
     stress.add_argument(
         "--fuzz",

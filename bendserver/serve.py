@@ -36,6 +36,7 @@ from .audio import (
 )
 from .audio.priority import DISCOVERY, set_realtime
 from .audio.reporter import Reporter
+from .audio.ring import RingBackend
 from .audiofile import sound_info, streams_for
 from .control import Controller
 from .engine import StreamEngine
@@ -50,7 +51,10 @@ from .ui import Meters
 
 log = logging.getLogger("bendserver.serve")
 
-LATENCY_MODES = ("direct", "threaded")
+#: ``ring``: the device callback is C and copies between rings, the engine computes ahead on its
+#: own thread (the default on a device); ``direct``/``threaded``: a Python callback (the null
+#: backend's, which has no C callback to run).
+LATENCY_MODES = ("ring", "direct", "threaded")
 #: OSCQuery's default port: the OSC port plus this.
 OSCQUERY_OFFSET = 10
 #: The interpreter's thread switch interval while serving: the audio callback needs the GIL, and
@@ -79,7 +83,10 @@ class ServeOptions:
     device_block: int | None = None  #: frames per callback (None: the model's block)
     record: str | None = None
     force: bool = False
-    latency_mode: str = "direct"
+    latency_mode: str | None = None  #: None: ring on a device, direct on the null backend
+    #: Ring mode: model blocks computed ahead of what the device plays (None: those that last
+    #: 7 ms plus a block's compute, at least one).
+    ahead: int | None = None
     allow: list[str] = field(default_factory=list)
     duration: float | None = None
     #: Device output channels (None: every channel of the device for a mono model).
@@ -100,7 +107,7 @@ class Server:
     """A running (or ready to run) live server; ``engine`` may be given for tests and tools."""
 
     def __init__(self, options: ServeOptions, engine: StreamEngine | None = None) -> None:
-        if options.latency_mode not in LATENCY_MODES:
+        if options.latency_mode not in (None, *LATENCY_MODES):
             raise BendingError(f"--latency-mode is one of {LATENCY_MODES}")
         self.options = options
         mappings: list[Mapping] = []  # the MIDI mappings of the preset it starts with
@@ -112,12 +119,25 @@ class Server:
                 f"serve plays audio-to-audio methods; '{self.engine.method}' is not one"
             )
         engine = self.engine
+        self.fallback = options.audio is None and not has_default_output()
+        null = options.audio == "null" or self.fallback
+        self.mode = options.latency_mode or ("direct" if null else "ring")
+        if self.mode == "ring" and null:
+            raise BendingError(
+                "--latency-mode ring plays through a PortAudio device (its callback is C): "
+                "the null backend has none; use direct or threaded there"
+            )
         self.device_block = int(options.device_block or engine.block)
         self.clock = AudioClock(engine.sample_rate)
-        self.gate = ComputeGate(self.clock)
-        processor_class = DirectProcessor if options.latency_mode == "direct" else ThreadedProcessor
-        self.processor = processor_class(engine, self.device_block, self.gate)
-        self.source, device_input = _source(options.input, engine, self.device_block)
+        ring = self.mode == "ring"
+        # The ring's callback needs no GIL: the gate only keeps control work out of a compute.
+        self.gate = ComputeGate(None if ring else self.clock)
+        self.processor: Any = None
+        if not ring:
+            processor_class = DirectProcessor if self.mode == "direct" else ThreadedProcessor
+            self.processor = processor_class(engine, self.device_block, self.gate)
+        frames = engine.block if ring else self.device_block
+        self.source, device_input = _source(options.input, engine, frames)
         self.controller = Controller(engine, counters=self.counters)
         self.controller.midi.replace(mappings)
         self.midi: MidiInput | None = None
@@ -141,16 +161,31 @@ class Server:
             self.oscquery = self._oscquery()
             if self.oscquery is not None:
                 self._parts.append(self.oscquery)
-            self.callback = AudioCallback(self.processor, self.source, self.clock)
-            self.backend = self._backend(device_input)
-            self.reporter = Reporter(engine)
-            self._parts += [self.backend, self.processor, self.reporter]
+            if ring:
+                self.backend = self.callback = RingBackend(
+                    engine,
+                    self.source,
+                    self.clock,
+                    self.gate,
+                    options.audio,
+                    device_input,
+                    options.output_channels,
+                    options.ahead,
+                    options.device_block,
+                )
+                self._parts.append(self.backend)
+            else:
+                self.callback = AudioCallback(self.processor, self.source, self.clock)
+                self.backend = self._backend(device_input, null)
+                self._parts += [self.backend, self.processor]
+            self.reporter = Reporter(engine, self.mode)
+            self._parts.append(self.reporter)
             if options.record:  # last: a failure above leaves no empty file behind
                 self.recorder = Recorder(
                     Path(options.record),
                     engine.sample_rate,
                     engine.out_channels,
-                    self.device_block,
+                    frames,
                     force=options.force,
                 )
                 self.callback.recorder = self.recorder
@@ -183,10 +218,9 @@ class Server:
                 raise
             return make(0)
 
-    def _backend(self, device_input: str | None) -> DeviceBackend | NullBackend:
+    def _backend(self, device_input: str | None, null: bool) -> DeviceBackend | NullBackend:
         engine, audio = self.engine, self.options.audio
-        self.fallback = audio is None and not has_default_output()
-        if audio == "null" or self.fallback:
+        if null:
             if device_input is not None:
                 raise BendingError("the null backend has no input: use --input FILE or silence")
             return NullBackend(
@@ -206,13 +240,14 @@ class Server:
     # -- running -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the audio worker (threaded mode), the stream and OSC."""
+        """Start the audio worker (threaded mode), the stream (and the ring's compute) and OSC."""
         # Everything loaded so far lives as long as the server: keep it out of the collector, so
         # that a full collection (which holds the GIL) stays short while audio runs.
         gc.collect()
         gc.freeze()
         sys.setswitchinterval(SWITCH_INTERVAL)
-        self.processor.start()
+        if self.processor is not None:
+            self.processor.start()
         self.backend.start()
         self.osc.start()
         if self.midi is not None:
@@ -252,15 +287,22 @@ class Server:
 
     @property
     def latency(self) -> int:
-        """Samples from input to output: the model's own plus what the processor adds."""
-        return self.engine.latency + self.processor.latency
+        """Samples from input to output: the model's own plus what the processor (or the rings
+        and resamplers) add."""
+        return self.engine.latency + self.added_latency
+
+    @property
+    def added_latency(self) -> int:
+        """Samples the audio path adds to the model's own latency (model rate)."""
+        return (self.processor or self.backend).latency
 
     def counters(self) -> dict[str, float]:
         """The server's counters (audio and OSC), as /stats adds them to the engine's."""
         counters = {"latency": self.latency, **self.callback.counters(), **self.osc.counters()}
+        counters["latency_ms"] = 1e3 * self.latency / self.engine.sample_rate
         if self.midi is not None:
             counters.update(self.midi.counters())
-        if self.processor.mode == "threaded":
+        if self.mode == "threaded":
             counters["overruns"] = self.processor.overruns
         if self.recorder is not None:
             counters["record_dropped"] = self.recorder.dropped
@@ -283,12 +325,11 @@ class Server:
             f"runs on    {engine.runs_on}",
             f"audio      {self.backend.name}",
             f"input      {self.source.name if self.source else options.input}",
-            f"block      {engine.block} (device block {self.device_block}), "
-            f"{options.latency_mode} mode, graph optimised: {engine.optimize}",
+            f"block      {engine.block} (device block {self.backend.block}"
+            f"{self._rates()}), {self._mode_line()}, graph optimised: {engine.optimize}",
             *(f"compile    {report}" for report in engine.compile_report),
-            f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own: the "
-            f"model's {engine.latency} ({engine.model.latency_source}) and the "
-            f"{options.latency_mode} path's {self.processor.latency}",
+            f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own: "
+            f"{self._latency_parts()}",
             f"osc        listening on {self.osc.receiver.host}:{self.osc.port} "
             f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "
             f"{options.reply_host or 'the sender'}:{options.reply_port}",
@@ -337,6 +378,30 @@ class Server:
             lines.append(f"recording  {self.recorder.path}")
         lines.append(f"try        {self.example()}")
         return "\n".join(lines)
+
+    def _mode_line(self) -> str:
+        if self.mode != "ring":
+            return f"{self.mode} mode"
+        ahead = self.backend.ahead
+        return f"ring mode ({ahead} block{'s' if ahead > 1 else ''} ahead)"
+
+    def _rates(self) -> str:
+        """The device's rate where the ring mode resamples to it."""
+        rate = getattr(self.backend, "rate", self.engine.sample_rate)
+        return "" if rate == self.engine.sample_rate else f" at {rate} Hz, resampled"
+
+    def _latency_parts(self) -> str:
+        """What the latency is made of in ring mode (before the stream runs: the prefill is
+        known once the device's period is)."""
+        if self.mode != "ring":
+            return ""
+        ring = self.backend
+        rate = ring.rate
+        held = ring.delays()
+        parts = [f"model {self.engine.latency}", f"ring {ring.prefill - held} at {rate} Hz"]
+        if held:
+            parts.append(f"resamplers {held} at {rate} Hz")
+        return f": {', '.join(parts)}"
 
     def example(self) -> str:
         """An ``oscsend`` line that changes a parameter of the loaded preset."""

@@ -27,10 +27,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 from tabulate import tabulate
 
+from .audio.jackclient import JackXruns
 from .errors import BendingError
 from .loader import load_model
 from .osc.intake import LOSSES
@@ -49,6 +51,14 @@ LOADS = {
 #: compute time of plain numpy work per block on the same JACK server (what the machine does
 #: to any client), measured after the server's rows of its block size.
 REFERENCE = "reference"
+#: Not a load: the latency the server adds, an impulse through it (in bypass: the model's noise
+#: would blur it; the rings, resamplers, gain and fuse are on the path), and control latency:
+#: from an OSC message sent to the output changing, a tone through the server, /engine/gain
+#: toggled at random phases of the block. Both heard by a loopback JACK client.
+LATENCY = "latency"
+#: Not a load either: JACK's example client in C (``jack_simple_client``, a sine from a table),
+#: the machine's floor for any client, measured the same way (JACK's own xrun count).
+C_REFERENCE = "c"
 _LOADGEN = Path(__file__).parent / "osc" / "loadgen.py"
 _REFERENCE = Path(__file__).parent / "audio" / "reference.py"
 
@@ -56,12 +66,15 @@ _REFERENCE = Path(__file__).parent / "audio" / "reference.py"
 @dataclass
 class Row:
     block: int
+    mode: str  #: the server's latency mode, or what the reference row is
     load: str
     sent: int
     received: int
     coalesced: int
     dropped: str  #: how many, and their causes where there were any ("1 kernel")
-    xruns: int
+    jack_xruns: int  #: JACK's own count (an xrun callback in a client of its own) in the row
+    xruns: int  #: the server's count (rtmixer's C callback in ring mode)
+    underruns: int  #: ring mode: the output ring ran dry
     late: int
     drain_ms: float  #: from the client's last message to the server having read all it sent
     final: str
@@ -81,33 +94,67 @@ def run_stress(
     progress: Callable[[Row], None] = lambda row: None,
     search: list[str] | None = None,
     latency: int | None = None,
+    modes: tuple[str, ...] = ("ring",),
+    serve_args: tuple[str, ...] = (),
+    period: int | None = None,
 ) -> list[Row]:
-    """Measure every (block, load), calling ``progress`` with each row; returns the rows
-    (``latency``: the model's, given to the loads)."""
+    """Measure every (block, mode, load), calling ``progress`` with each row; returns the
+    rows. ``latency``: the model's, given to the servers; ``period``: the JACK server's
+    (default: the block); ``serve_args``: more options of ``bendserver serve`` (``--ahead
+    2``, ``--threads 2``)."""
     _need_jack()
-    unknown = sorted(set(loads) - {*LOADS, REFERENCE})
+    known = {*LOADS, REFERENCE, C_REFERENCE, LATENCY}
+    unknown = sorted(set(loads) - known)
     if unknown:
-        raise BendingError(f"unknown loads {unknown}: choose from {sorted([*LOADS, REFERENCE])}")
+        raise BendingError(f"unknown loads {unknown}: choose from {sorted(known)}")
     search = search or []
     ranges = _parameters(model, preset, search, latency)
-    served = [load for load in loads if load != REFERENCE]
+    served = [load for load in loads if load in LOADS]
     rows: list[Row] = []
+    latencies: list[Latency] = []
     for block in blocks:
-        with _jack(block) as name:
-            with _served(model, preset, block, name, search, latency=latency) as osc:
-                for load in served:
-                    rows.append(_measure(osc, block, load, seconds, ranges))
-                    progress(rows[-1])
-            if REFERENCE in loads:
-                work_ms = rows[-1].p50_ms if rows and rows[-1].block == block else 0.25
-                rows.append(_reference(name, block, seconds, work_ms))
+        with _jack(period or block) as name, JackXruns(name) as jack:
+            if C_REFERENCE in loads:
+                rows.append(_c_reference(name, jack, block, seconds))
                 progress(rows[-1])
-    return rows
+            for mode in modes:
+                extra = ("--latency-mode", mode, *serve_args)
+                with _served(
+                    model, preset, block, name, search, latency=latency, extra=extra
+                ) as osc:
+                    for load in served:
+                        rows.append(_measure(osc, jack, block, mode, load, seconds, ranges))
+                        progress(rows[-1])
+                    if LATENCY in loads:
+                        latencies.append(_latency(osc, name, block, mode))
+                        progress(latencies[-1])
+            if REFERENCE in loads:
+                server_rows = [r for r in rows if r.block == block and r.mode in modes]
+                work_ms = server_rows[-1].p50_ms if server_rows else 0.25
+                rows.append(_reference(name, jack, block, seconds, work_ms))
+                progress(rows[-1])
+    return [*rows, *latencies]
 
 
-def format_rows(rows: list[Row]) -> str:
+def format_rows(rows: list[Row | Latency]) -> str:
+    """The rows as a table, the latency rows as a second one."""
+    latencies = [row for row in rows if isinstance(row, Latency)]
+    rows = [row for row in rows if isinstance(row, Row)]
+    text = _table(rows)
+    if latencies:
+        headers = [
+            "block", "mode", "reported ms", "reported frames", "impulse frames", "impulse ms",
+            "control p50 ms", "control max ms", "control trials",
+        ]  # fmt: skip
+        table = [list(vars(row).values()) for row in latencies]
+        text += "\n\n" + tabulate(table, headers=headers, floatfmt=".2f")
+    return text
+
+
+def _table(rows: list[Row]) -> str:
     headers = [
-        "block", "load", "sent", "received", "coalesced", "dropped", "xruns", "late",
+        "block", "mode", "load", "sent", "received", "coalesced", "dropped", "JACK xruns",
+        "xruns", "underruns", "late",
         "drained ms", "final values", "compute p50 ms", "p99 ms", "max ms", "jitter p99 ms",
         "jitter max ms",
     ]  # fmt: skip
@@ -165,10 +212,12 @@ class _Osc:
         return dict(zip(pairs[::2], pairs[1::2], strict=True))
 
 
-def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> Row:
+def _measure(
+    osc: _Osc, jack: JackXruns, block: int, mode: str, load: str, seconds: float, ranges: list
+) -> Row:
     rate, duration = LOADS[load]
     duration = duration * seconds if duration > 0 else duration
-    before = osc.stats()
+    before, jack_before = osc.stats(), jack.count
     if load == "0":
         time.sleep(seconds)
         sent, final, drain_ms = 0, "-", 0.0
@@ -194,21 +243,170 @@ def _measure(osc: _Osc, block: int, load: str, seconds: float, ranges: list) -> 
         ok = all(math.isclose(got[a], v, abs_tol=1e-6) for a, v in wanted.items())
         final = "all applied" if ok and settled["pending"] == 0 else f"WRONG {got}"
     after = osc.stats()
-    counts = ("received", "coalesced", "dropped", "xruns", "late", *LOSSES)
-    delta = {k: int(after[k] - before[k]) for k in counts}
+    counts = ("received", "coalesced", "dropped", "xruns", "underruns", "late", *LOSSES)
+    delta = {k: int(after.get(k, 0) - before.get(k, 0)) for k in counts}
     causes = [f"{delta[k]} {k.removeprefix('dropped_')}" for k in LOSSES if delta[k]]
     dropped = f"{delta['dropped']} ({', '.join(causes)})" if causes else str(delta["dropped"])
     return Row(
-        block, load, sent, delta["received"], delta["coalesced"], dropped, delta["xruns"],
-        delta["late"], drain_ms, final,
+        block, mode, load, sent, delta["received"], delta["coalesced"], dropped,
+        jack.count - jack_before, delta["xruns"], delta["underruns"], delta["late"], drain_ms,
+        final,
         after["p50_ms"], after["p99_ms"], after["max_ms"],
         after["jitter_p99_ms"], after["jitter_max_ms"],
     )  # fmt: skip
 
 
-def _reference(jack: str, block: int, seconds: float, work_ms: float) -> Row:
+@dataclass
+class Latency:
+    """What the server adds (reported, and an impulse's delay through it, in frames of the JACK
+    server's rate, JACK's own loopback period taken off), and control latency: from sending a
+    message to the first output period it changed, p50 and max."""
+
+    block: int
+    mode: str
+    reported_ms: float
+    reported_frames: int
+    impulse_frames: str  #: each impulse's delay (all alike where nothing ran dry)
+    impulse_ms: float
+    control_p50_ms: float
+    control_max_ms: float
+    trials: int
+
+
+_LOOPBACK = Path(__file__).parent / "audio" / "jackclient.py"
+
+
+def _latency(osc: _Osc, jack: str, block: int, mode: str, trials: int = 24) -> Latency:
+    """The latency row of the server behind ``osc`` (in bypass while measured)."""
+    from .audio.jackclient import delays
+
+    rate = 48000
+    source, sink = _server_ports(jack)
+    _send(osc, "/engine/bypass", 1)
+    try:
+        loop = loopback(jack, 1.1, "impulse", "out->in")
+        heard = delays(loop["recorded"], rate // 2)
+        through = loopback(jack, 2.6, "impulse", f"out->{source}", f"{sink}->in")
+        measured = [d - heard[0] for d in delays(through["recorded"], rate // 2)]
+        control = _control_latency(osc, jack, source, sink, trials, rate)
+    finally:
+        _send(osc, "/engine/bypass", 0)
+        _send(osc, "/engine/gain", 1.0)
+    reported = float(osc.stats()["latency_ms"])
+    median = float(np.median(measured)) if measured else float("nan")
+    return Latency(
+        block, mode, reported, round(reported * rate / 1e3),
+        " ".join(str(d) for d in sorted(set(measured))), 1e3 * median / rate,
+        float(np.median(control)), float(np.max(control)), len(control),
+    )  # fmt: skip
+
+
+def _send(osc: _Osc, address: str, *args: object) -> None:
+    osc.replies.sendto(build_msg(address, list(args)).dgram, ("127.0.0.1", osc.port))
+
+
+def _server_ports(jack: str) -> tuple[str, str]:
+    """The served server's JACK input and output (PortAudio's client, the only one)."""
+    listing = subprocess.run(["jack_lsp"], capture_output=True, text=True, env=_jack_env(jack))
+    ports = listing.stdout.split()
+    inputs = [p for p in ports if p.startswith("PortAudio") and ":in_" in p]
+    outputs = [p for p in ports if p.startswith("PortAudio") and ":out_" in p]
+    if not inputs or not outputs:
+        raise BendingError(f"the server's JACK ports are not there: {ports}")
+    return inputs[0], outputs[0]
+
+
+def loopback(jack: str, seconds: float, kind: str, *links: str, during=None) -> dict:
+    """Run the loopback client (:mod:`bendserver.audio.jackclient`) for ``seconds``, calling
+    ``during()`` once it is connected; what it recorded."""
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "loop.npz"
+        client = subprocess.Popen(
+            [sys.executable, str(_LOOPBACK), jack, str(seconds), kind, str(target), *links],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_jack_env(jack),
+        )  # fmt: skip
+        ready = client.stdout.readline()
+        if ready.strip() != "ready":
+            client.kill()
+            raise BendingError(f"the loopback client failed: {client.stderr.read()[-500:]}")
+        if during is not None:
+            during()
+        if client.wait(timeout=seconds + 30) != 0:
+            raise BendingError(f"the loopback client failed: {client.stderr.read()[-500:]}")
+        with np.load(target) as data:
+            return {key: data[key] for key in data.files}
+
+
+def _control_latency(
+    osc: _Osc, jack: str, source: str, sink: str, trials: int, rate: int
+) -> list[float]:
+    """Milliseconds from sending /engine/gain 0 (then 1, ...) to the first period of the
+    output that changed, with a tone through the server."""
+    import random
+
+    from .audio.jackclient import jack_now
+
+    sent: list[tuple[float, float]] = []
+
+    def toggle() -> None:
+        time.sleep(0.5)  # the tone through
+        for trial in range(trials):
+            time.sleep(0.1 + random.random() * 0.05)
+            gain = float(trial % 2)  # from 1: 0, 1, 0, ...
+            sent.append((jack_now(), gain))
+            _send(osc, "/engine/gain", gain)
+
+    seconds = 0.5 + trials * 0.15 + 0.5
+    loop = loopback(jack, seconds, "tone", f"out->{source}", f"{sink}->in", during=toggle)
+    recorded, cycles = loop["recorded"], loop["cycles"]
+    period = int(cycles[1, 0] - cycles[0, 0])
+    cycles = cycles[cycles[:, 0] + period <= len(recorded)]  # those it had room to record
+    levels = np.array([np.abs(recorded[int(f) : int(f) + period]).max() for f, _ in cycles])
+    loud = np.percentile(levels, 90)
+    found = []
+    for at, gain in sent:
+        # Heard one cycle late (JACK's loopback): a cycle's output left the server a period
+        # before the loopback client read it.
+        times = cycles[:, 1] - period / rate
+        later = np.nonzero(times >= at - period / rate)[0]
+        changed = [
+            i for i in later if (levels[i] < 0.9 * loud if gain == 0.0 else levels[i] > 0.1 * loud)
+        ]
+        if changed:
+            found.append(1e3 * max(0.0, times[changed[0]] - at))
+    return found
+
+
+def _jack_env(jack: str) -> dict[str, str]:
+    return {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
+
+
+def _c_reference(jack: str, watch: JackXruns, block: int, seconds: float) -> Row:
+    """``jack_simple_client`` for ``seconds`` on JACK server ``jack``: JACK's xruns meanwhile."""
+    if shutil.which("jack_simple_client") is None:
+        raise BendingError("the C reference row needs jack_simple_client (Debian: jackd2)")
+    before = watch.count
+    client = subprocess.Popen(
+        ["jack_simple_client", "bendstress-c", jack],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_jack_env(jack),
+    )
+    try:
+        time.sleep(seconds)
+    finally:
+        client.terminate()
+        client.wait(timeout=10)
+    return Row(
+        block, "C client", C_REFERENCE, 0, 0, 0, "-", watch.count - before, -1, 0, 0, 0.0, "-",
+        0.0, 0.0, 0.0, 0.0, 0.0,
+    )  # fmt: skip
+
+
+def _reference(jack: str, watch: JackXruns, block: int, seconds: float, work_ms: float) -> Row:
     """The reference client's row (:mod:`bendserver.audio.reference`) on JACK server ``jack``."""
-    env = {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
+    env = _jack_env(jack)
+    before = watch.count
     client = subprocess.run(
         [sys.executable, str(_REFERENCE), str(block), str(seconds), str(work_ms)],
         capture_output=True,
@@ -219,7 +417,8 @@ def _reference(jack: str, block: int, seconds: float, work_ms: float) -> Row:
         raise BendingError(f"the reference client failed: {client.stderr.strip()[-500:]}")
     figures = dict(word.split("=") for word in client.stdout.split())
     return Row(
-        block, REFERENCE, 0, 0, 0, "-", int(figures["xruns"]), int(figures["late"]), 0.0, "-",
+        block, "numpy client", REFERENCE, 0, 0, 0, "-", watch.count - before,
+        int(figures["xruns"]), 0, int(figures["late"]), 0.0, "-",
         *(float(figures[k]) for k in ("p50_ms", "p99_ms", "max_ms", "jitter_p99_ms",
                                       "jitter_max_ms")),
     )  # fmt: skip
@@ -258,6 +457,7 @@ def _served(
     search: list[str],
     home: str | None = None,
     latency: int | None = None,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[_Osc]:
     """``bendserver serve`` on the JACK server ``jack`` (None: the null backend), in its own
     process, until the block ends; its output is read on (the last lines kept), so that it
@@ -270,10 +470,11 @@ def _served(
         port = probe.getsockname()[1]
     command = [
         sys.executable, "-m", "bendserver.cli", "serve", "-m", model,
-        "--audio", "jack" if jack else "null", "--block", str(block), "--osc-port", str(port),
+        "--audio", "jack" if jack else "null", *(["--input", "jack"] if jack else []),
+        "--block", str(block), "--osc-port", str(port),
         "--reply-port", str(replies.getsockname()[1]), *(["-p", preset] if preset else []),
         *(word for folder in search for word in ("--models-dir", folder)),
-        *(["--latency", str(latency)] if latency is not None else []),
+        *(["--latency", str(latency)] if latency is not None else []), *extra,
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if jack:

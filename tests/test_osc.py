@@ -432,3 +432,35 @@ def test_gate_holds_control_threads_off_the_audio():
     assert time.monotonic() - started >= 0.003
     clock.mark(256, time.time(), 4800)  # it started (late); the next is 100 ms away
     assert gate.wait_open(0.001)
+
+
+def test_the_ring_never_looks_full_while_its_reader_advances():
+    """The reader process stores its count while the writer reads it: a count seen half
+    written (struct's pack_into zero-fills before it writes) made the writer find a ring full
+    that held a few datagrams, and drop one now and then at 10 000 messages a second."""
+    from bendserver.osc.intake import Ring
+
+    ring = Ring(slots=64)
+    reader = (
+        "import sys, time; from bendserver.osc.intake import Ring; ring = Ring(sys.argv[1]);"
+        "deadline = time.monotonic() + 20; seen = 0\n"
+        "while seen < int(sys.argv[2]) and time.monotonic() < deadline:\n"
+        "    seen += ring.pop() is not None\n"
+        "print(seen)"
+    )
+    count = 200_000
+    process = subprocess.Popen(
+        [sys.executable, "-c", reader, ring.path, str(count)], stdout=subprocess.PIPE, text=True
+    )
+    refused = 0
+    try:
+        for _ in range(count):
+            while ring.waiting() >= 8:  # never near full: a refusal is a misread count
+                pass
+            if not ring.push(b"/engine/gain\x00\x00\x00\x00,f\x00\x00\x00\x00\x00\x00", "h", 0.0):
+                refused += 1
+                assert ring.push(b"/x\x00\x00,\x00\x00\x00", "h", 0.0)
+    finally:
+        seen = int(process.communicate(timeout=30)[0])
+        ring.close()
+    assert refused == 0 and seen == count

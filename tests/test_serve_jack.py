@@ -213,7 +213,9 @@ def test_control_latency_from_oscsend_to_the_output(jack, replies, tmp_path):
     engine = StreamEngine(
         model, block=BLOCK, preset=None if preset == "none" else preset, fuse=False
     )
-    with live_server(replies, engine, input=str(sine_file(tmp_path))) as server:
+    with live_server(
+        replies, engine, input=str(sine_file(tmp_path)), latency_mode="direct"
+    ) as server:
         time.sleep(0.5)
         settle = time.monotonic() + 5  # steady state: zeroconf's first seconds of probing over
         while server.oscquery.advertised is None and time.monotonic() < settle:
@@ -280,13 +282,18 @@ def test_the_stress_command_prints_its_table():
     need("jackd")
     result = subprocess.run(
         [sys.executable, "-m", "bendserver.cli", "stress", "--block", "256", "--load",
-         "0,1k,reference", "--seconds", "2"],
+         "c,0,1k,reference", "--seconds", "2"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    rows = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("256")]
-    assert [row[1] for row in rows] == ["0", "1k", "reference"], result.stdout
-    assert "all applied" in result.stdout and int(rows[1][2]) >= 2000, result.stdout
-    reference = rows[2]
-    assert reference[2:6] == ["0", "0", "0", "-"], "the reference client gets no OSC"
+    lines = [line for line in result.stdout.splitlines() if line.strip().startswith("256")]
+    rows = [line.replace(" client", "_client").split() for line in lines]
+    assert [row[1:3] for row in rows] == [
+        ["C_client", "c"], ["ring", "0"], ["ring", "1k"], ["numpy_client", "reference"]
+    ], result.stdout  # fmt: skip
+    assert "all applied" in result.stdout and int(rows[2][3]) >= 2000, result.stdout
+    reference = rows[3]
+    assert reference[3:7] == ["0", "0", "0", "-"], "the reference client gets no OSC"
     assert float(reference[-5]) > 0.05, "it does work each block (the server's median)"
+    jack_xruns, server_xruns = int(rows[1][7]), int(rows[1][8])
+    assert abs(jack_xruns - server_xruns) <= 1, "the server's count agrees with JACK's"

@@ -1,8 +1,10 @@
 """Real-time audio for the server: backends, the callback, processors, clock, recording.
 
-A backend (a PortAudio stream, or the null backend clocked in real time) calls one
-:class:`AudioCallback`, which feeds a processor (the engine in the callback, or on a worker
-thread), marks the :class:`AudioClock` that timetags are converted with, and counts xruns.
+On a device the default is the ring mode (:mod:`.ring`): rtmixer's C callback copies between
+the device and two rings, and a compute thread runs the engine ahead. Otherwise a backend (a
+PortAudio stream, or the null backend clocked in real time) calls one :class:`AudioCallback`,
+which feeds a processor (the engine in the callback, or on a worker thread), marks the
+:class:`AudioClock` that timetags are converted with, and counts xruns.
 """
 
 from .backends import DeviceBackend, NullBackend, has_default_output, output_devices

@@ -20,8 +20,11 @@ log = logging.getLogger("bendserver.audio")
 class Reporter(LoopThread):
     """Frees, logs and warns for one engine, off the audio thread."""
 
-    def __init__(self, engine: StreamEngine, period: float = 0.5, quiet: float = 10.0) -> None:
+    def __init__(
+        self, engine: StreamEngine, mode: str = "direct", period: float = 0.5, quiet: float = 10.0
+    ) -> None:
         self.engine = engine
+        self.mode = mode  #: the latency mode in use: the warning never suggests it
         self.period = period
         self.quiet = quiet
         self.warnings = 0  #: late-block warnings logged
@@ -50,12 +53,21 @@ class Reporter(LoopThread):
             budget = 1000 * engine.block / engine.sample_rate
             log.warning(
                 "the model cannot keep up: %d of the last %d blocks were late (compute p50 %.2f "
-                "ms, p99 %.2f ms, max %.2f ms for a %.2f ms block); try a larger --block, "
-                "--latency-mode threaded, or fewer ops",
+                "ms, p99 %.2f ms, max %.2f ms for a %.2f ms block); try %s",
                 new_late,
                 new_blocks,
                 times["p50_ms"],
                 times["p99_ms"],
                 times["max_ms"],
                 budget,
+                self.remedies(),
             )
+
+    def remedies(self) -> str:
+        """What may help, less what is already in use."""
+        other = {
+            "direct": "--latency-mode ring (the default on a device)",
+            "threaded": "--latency-mode ring (the default on a device)",
+            "ring": "a larger --ahead, more --threads",
+        }[self.mode]
+        return f"a larger --block, {other}, or fewer ops"

@@ -1,0 +1,445 @@
+"""The ring mode: the device callback runs no Python; the engine computes ahead on its own thread.
+
+A C callback (rtmixer's) copies the device input into an input ring and an output ring into the
+device output, and counts the device's under- and overflows in C. A compute thread reads model
+blocks from the input ring (or the source), resamples device rate -> model rate where they
+differ (soxr, streaming), runs the engine, resamples back and writes the output ring, kept
+``ahead`` model blocks ahead of what the device plays: Python's jitter up to that depth is
+absorbed, and a model block larger than the device period (2048 on 256) works.
+
+The output ring is prefilled with ``(ahead + 1) * block - period`` frames of silence: block k's
+input is complete once the device has played frame ``(k + 1) * block``, and its output is due at
+frame ``prefill + k * block``, which leaves ``ahead`` blocks of time to compute it. An output
+ring that runs dry is counted (``underruns``); rtmixer then ends the ring's playback (silence),
+so the thread re-arms both rings with the same prefill: the latency stays what was reported.
+Silence rather than the dry input: the model's output and its input may differ in channels,
+rate and loudness, and a burst of dry signal in a bended sound is a glitch of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from ..engine import StreamEngine
+from ..errors import BendingError
+from .callback import BlockLog
+from .clock import AudioClock
+from .devices import Device, find_device, portaudio, release
+from .gate import ComputeGate
+from .priority import AUDIO_WORKER, set_realtime
+from .sources import Source
+
+log = logging.getLogger("bendserver.audio")
+
+#: Seconds between two looks at the rings while there is nothing to compute.
+POLL = 0.0005
+#: The compute thread's jitter that the default ``ahead`` absorbs beside the compute itself
+#: (seconds): at block 128 (2.67 ms) on a busy 2-core machine, one block ahead ran the ring dry
+#: 9 to 15 times a minute, two blocks 1 or 2 times, three blocks never (``bendserver stress``,
+#: docs/serve.md).
+JITTER = 0.007
+
+
+def default_ahead(block: int, sample_rate: int, compute: float = 0.0) -> int:
+    """The fewest model blocks that last :data:`JITTER` plus ``compute`` seconds (at least
+    one)."""
+    return max(1, math.ceil((JITTER + compute) * sample_rate / block - 1e-9))
+
+
+def resampler_delay(from_rate: int, to_rate: int, channels: int = 1) -> int:
+    """Frames (at ``to_rate``) that a streaming soxr resampler holds back: it aligns its output
+    on its input, so output frame j stands for input time j / to_rate, but hands out a frame
+    only once it has read the input its filter needs past it."""
+    if from_rate == to_rate:
+        return 0
+    import soxr
+
+    stream = soxr.ResampleStream(from_rate, to_rate, channels, dtype="float32")
+    frames = from_rate // 10
+    out = stream.resample_chunk(np.zeros((frames, channels), dtype=np.float32))
+    return math.ceil(frames * to_rate / from_rate) - len(out)
+
+
+class Resampler:
+    """A streaming resampler of ``[channels, frames]`` blocks, or a pass-through at one rate."""
+
+    def __init__(self, from_rate: int, to_rate: int, channels: int) -> None:
+        self.rates, self.channels = (from_rate, to_rate), channels
+        self.same = from_rate == to_rate
+        self.delay = resampler_delay(from_rate, to_rate)  #: frames at ``to_rate``
+        self.reset()
+
+    def reset(self) -> None:
+        """Start again with nothing held back (what it held is dropped)."""
+        if not self.same:
+            import soxr
+
+            self._stream = soxr.ResampleStream(*self.rates, self.channels, dtype="float32")
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        """``[channels, n]`` in, ``[channels, about n * to / from]`` out (frames-major copy)."""
+        if self.same:
+            return block
+        return self._stream.resample_chunk(np.ascontiguousarray(block.T)).T
+
+
+class RingBackend:
+    """A PortAudio stream whose callback is rtmixer's (C), and the compute thread feeding it."""
+
+    mode = "ring"
+
+    def __init__(
+        self,
+        engine: StreamEngine,
+        source: Source | None,
+        clock: AudioClock,
+        gate: ComputeGate,
+        output_name: str | None,
+        input_name: str | None = None,
+        output_channels: int | None = None,
+        ahead: int | None = None,
+        period: int | None = None,
+    ) -> None:
+        from .backends import playback_channels
+
+        #: Seconds a block of silence took to compute, after the first calls (slower: allocations,
+        #: caches, which would run the first ring dry): what the default ``ahead`` adds room for.
+        self.compute = _warm_up(engine)
+        ahead = ahead or default_ahead(engine.block, engine.sample_rate, self.compute)
+        if ahead < 1:
+            raise BendingError("--ahead takes 1 or more model blocks")
+        sd = portaudio()
+        try:
+            import rtmixer
+
+            self.output: Device = find_device(sd, output_name, "output")
+            self.input = None if input_name is None else find_device(sd, input_name, "input")
+            self.channels = playback_channels(
+                engine.out_channels, self.output.outputs, output_channels
+            )
+            self.rate = _device_rate(sd, self.output, engine.sample_rate)
+            kind = rtmixer.Mixer if self.input is None else rtmixer.MixerAndRecorder
+            device = self.output.index if self.input is None else (
+                self.input.index, self.output.index
+            )  # fmt: skip
+            channels = self.channels if self.input is None else (engine.in_channels, self.channels)
+            self.stream = kind(
+                device=device,
+                channels=channels,
+                samplerate=self.rate,
+                blocksize=period or 0,
+                latency="low",
+            )
+        except BendingError:
+            release()
+            raise
+        except (sd.PortAudioError, ValueError) as error:
+            release()
+            raise BendingError(
+                f"cannot open {self.output} for the ring mode: {error}. Try --latency-mode "
+                "direct, or --audio null"
+            ) from None
+        self.engine, self.source, self.clock, self.gate = engine, source, clock, gate
+        self.ahead = ahead
+        self.name = str(self.output) if self.input is None else f"{self.input} -> {self.output}"
+        self.to_model = Resampler(self.rate, engine.sample_rate, engine.in_channels)
+        self.to_device = Resampler(engine.sample_rate, self.rate, engine.out_channels)
+        #: One model block in device frames (rounded up).
+        self.block_frames = math.ceil(engine.block * self.rate / engine.sample_rate)
+        self.period = period or 0  #: the device's frames per callback, known once it runs
+        self.prefill = 0  #: frames of silence ahead of the first output (device frames)
+        size = 1 << math.ceil(math.log2(8 * (ahead + 2) * self.block_frames))
+        self._out = rtmixer.RingBuffer(4 * self.channels, size)
+        self._in = None if self.input is None else rtmixer.RingBuffer(4 * engine.in_channels, size)
+        self._out_block = np.zeros((size, self.channels), dtype=np.float32)
+        self._in_block = np.zeros((size, engine.in_channels), dtype=np.float32)
+        self._pending = np.zeros((engine.in_channels, 0), dtype=np.float32)
+        self.recorder: Any = None
+        self.log = BlockLog()
+        self.xruns = 0  #: device under-/overflows, counted by the C callback
+        self.underruns = 0  #: times the output ring ran dry (silence played, rings re-armed)
+        self.overflows = 0  #: times the input ring was full (input lost, rings re-armed)
+        self.errors = 0  #: blocks that failed (played as silence)
+        self._actions: list[Any] = []
+        self._stats: Any = None  # rtmixer's statistics asked for, not yet answered
+        self._stats_due = 0.0
+        self._written = 0  # device frames written to the output ring since it was armed
+        self._armed_at = 0  # the engine's time (model frames) when the rings were last armed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="audio-compute", daemon=True)
+
+    @property
+    def block(self) -> int:
+        """The device's frames per callback (what the banner calls the device block)."""
+        return self.period
+
+    @property
+    def latency(self) -> int:
+        """:attr:`prefill` (which holds the resamplers' delays) in model-rate frames."""
+        return round(self.prefill * self.engine.sample_rate / self.rate)
+
+    # -- running -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the stream, learn its period, arm the rings, start the compute thread."""
+        self.stream.start()
+        if not self.period:
+            self.period = self._first_period()
+        self.prefill = prefill(self.ahead, self.block_frames, self.period, self.delays())
+        self._arm()
+        self._thread.start()
+
+    def delays(self) -> int:
+        """Device frames the resamplers hold back (the input one only with a device input)."""
+        held = self.to_device.delay
+        if self._in is not None:
+            held += math.ceil(self.to_model.delay * self.rate / self.engine.sample_rate)
+        return held
+
+    def stop(self) -> None:
+        """Stop the compute thread and the stream; terminate PortAudio."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+        try:
+            self.stream.wait(sleeptime=1)
+            self._take_stats(self._stats or self.stream.fetch_and_reset_stats())
+            self.stream.stop()
+            self.stream.close()
+        finally:
+            release()
+
+    def _first_period(self) -> int:
+        """The frames of the device's callbacks (rtmixer's statistics), once one has run."""
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            action = self.stream.fetch_and_reset_stats()
+            self.stream.wait(action, sleeptime=2)
+            if action.stats.blocks:
+                self.xruns += _xruns(action.stats)
+                return int(action.stats.max_blocksize)
+        raise BendingError(f"{self.name} did not call back within 2 s: is its server running?")
+
+    def _arm(self) -> None:
+        """(Re)start both rings: cancel what plays, empty them, prefill the output with silence,
+        then record and play from the same callback on (the input aligned on the output)."""
+        stream = self.stream
+        for action in self._actions:
+            stream.wait(stream.cancel(action), sleeptime=1)
+        stream.wait(sleeptime=1)
+        if self._stats is not None:
+            self._take_stats(self._stats)
+        self._out.flush()
+        self._out.write(np.zeros((self.prefill, self.channels), dtype=np.float32))
+        self._written, self._armed_at = self.prefill, self.engine.time
+        self._pending = self._pending[:, :0]
+        self.to_model.reset()  # the frames they held are in the prefill again
+        self.to_device.reset()
+        self._actions = [stream.play_ringbuffer(self._out)]
+        if self._in is not None:
+            self._in.flush()
+            self._actions.append(stream.record_ringbuffer(self._in))
+            _wait_active(stream, self._actions)
+            self._align()
+
+    def _align(self) -> None:
+        """Drop input the record ring took before the play ring started (a callback between
+        the two actions), so that input frame n is played out at ``prefill + n``."""
+        for _ in range(8):
+            recorded = self._in.read_available
+            played = self._written - self._out.read_available
+            if recorded == self._in.read_available:
+                excess = recorded - played
+                if excess > 0:
+                    self._in.advance_read_index(excess)
+                return
+
+    def _run(self) -> None:
+        set_realtime(AUDIO_WORKER)
+        while not self._stop.is_set():
+            self._mark_clock()
+            if not self._alive():
+                self._arm()
+                self._record_silence()
+            elif self._due():
+                self._compute()
+            else:
+                time.sleep(POLL)
+
+    def _alive(self) -> bool:
+        """Whether rtmixer still plays (and records) the rings: it ends an action whose ring ran
+        dry (output: an underrun) or full (input: an overflow), each counted here."""
+        active = self.stream.actions
+        self._poll_stats(active)
+        ended = [action not in active for action in self._actions]
+        self.underruns += ended[0]
+        self.overflows += any(ended[1:])
+        return not any(ended)
+
+    def _due(self) -> bool:
+        """Whether the next block is due: its input is there (the input ring holds a block, or
+        the device has played as far as a device's input would have reached), which leaves
+        ``ahead`` blocks of time to compute it."""
+        if self._in is None:
+            return self._out.read_available <= self.prefill - self.block_frames
+        needed = self.engine.block - self._pending.shape[1]
+        return self._in.read_available * self.engine.sample_rate >= needed * self.rate
+
+    def _compute(self) -> None:
+        engine = self.engine
+        block = self._input()
+        started, frame = time.time(), engine.time
+        try:
+            with self.gate:
+                out = engine.process(block)
+        except Exception as error:  # the audio goes on
+            out = np.zeros((engine.out_channels, engine.block), dtype=np.float32)
+            self.errors += 1
+            if self.errors == 1:
+                log.error("audio compute failed (%s: %s); playing silence", type(error), error)
+        if self.recorder is not None:
+            self.recorder.push(out)
+        device = self.to_device(out)
+        frames = device.shape[1]
+        chunk = self._out_block[:frames]
+        chunk[:] = device.T  # a mono model plays on every output
+        self._out.write(chunk)
+        self._written += frames
+        due = self.clock.wall_at(frame) or started  # when it plays
+        level = float(np.abs(out).mean())
+        self.log.record(due, due + engine.block / engine.sample_rate, frame, level)
+
+    def _record_silence(self) -> None:
+        """Record the prefill's silence that plays again after a re-arm, so that the recording
+        keeps time with what was heard (about: the moment the ring ran dry is not seen)."""
+        if self.recorder is None:
+            return
+        engine = self.engine
+        silence = np.zeros((engine.out_channels, engine.block), dtype=np.float32)
+        for _ in range(round(self.prefill * engine.sample_rate / self.rate / engine.block)):
+            self.recorder.push(silence)
+
+    def _input(self) -> np.ndarray:
+        """The next model block: from the source, or from the input ring (resampled)."""
+        engine = self.engine
+        if self._in is None:
+            return self.source.read(engine.block)
+        while self._pending.shape[1] < engine.block:
+            raw = self._in_block[: self._in.read_available]
+            self._in.readinto(raw)
+            chunk = self.to_model(raw.T)
+            self._pending = np.concatenate([self._pending, chunk], axis=1)
+            if self._pending.shape[1] < engine.block:
+                time.sleep(POLL)
+        block, self._pending = self._pending[:, : engine.block], self._pending[:, engine.block :]
+        return np.ascontiguousarray(block)
+
+    def _mark_clock(self) -> None:
+        """Tell the clock which model frame the last callback started to play: what the device
+        took from the output ring, less that callback's period and the prefill (ring position
+        ``prefill + j`` holds output frame j), so that a timetag lands on its sample."""
+        taken = self._written - self._out.read_available
+        played = taken - self.period - self.prefill
+        frame = self._armed_at + played * self.engine.sample_rate / self.rate
+        self.clock.mark(math.floor(frame), time.time(), 0)
+
+    def _poll_stats(self, active: Any, every: float = 0.05) -> None:
+        """Ask rtmixer's callback for its counts every ``every`` seconds and add them up once
+        answered (this thread only: rtmixer's action queue has one writer)."""
+        if self._stats is not None:
+            if self._stats not in active:
+                self._take_stats(self._stats)
+        elif time.monotonic() >= self._stats_due:
+            self._stats = self.stream.fetch_and_reset_stats()
+            self._stats_due = time.monotonic() + every
+
+    def _take_stats(self, action: Any) -> None:
+        """Add the counts of an answered statistics action."""
+        self.stream.wait(action, sleeptime=1)
+        self.xruns += _xruns(action.stats)
+        self._stats = None
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, float]:
+        """Device xruns (counted in C, added up every 50 ms), dry output rings, full input rings,
+        failed blocks, and the headroom: how full the output ring is now (ms)."""
+        return {
+            "xruns": self.xruns,
+            "underruns": self.underruns,
+            "ring_overflows": self.overflows,
+            "missed": self.underruns,
+            "callback_errors": self.errors,
+            "ring_ms": 1e3 * self._out.read_available / self.rate,
+            "jitter_p50_ms": 0.0,
+            "jitter_p99_ms": 0.0,
+            "jitter_max_ms": 0.0,
+        }
+
+
+def prefill(ahead: int, block: int, period: int, held: int = 0) -> int:
+    """Frames of silence the output ring starts with, so that every block has ``ahead`` blocks
+    of time to compute. Block k's input is there after the callback that records frame
+    ``(k + 1) * block - 1``; its output is needed by the callback that plays frame
+    ``prefill + k * block``. Where the period divides the block that is
+    ``(ahead + 1) * block - period``; otherwise the smallest prefill that leaves every block of a
+    cycle of ``period / gcd`` blocks that much. ``held``: frames the resamplers hold back."""
+    need = ahead * block
+    cycle = period // math.gcd(block, period)
+    frames = max(0, need + block - period)
+    while slack(frames, block, period, cycle) < need:
+        frames += 1
+    return frames + held
+
+
+def slack(frames: int, block: int, period: int, blocks: int) -> int:
+    """The least time (frames) between a block's input and its output being due, over the first
+    ``blocks`` blocks, with ``frames`` of prefill."""
+    return min(
+        ((frames + k * block) // period - (-(-(k + 1) * block // period) - 1)) * period
+        for k in range(blocks)
+    )
+
+
+def _warm_up(engine: StreamEngine, blocks: int = 3) -> float:
+    """Compute a few blocks of silence; the seconds the last one took."""
+    silence = np.zeros((engine.in_channels, engine.block), dtype=np.float32)
+    took = 0.0
+    for _ in range(blocks):
+        started = time.perf_counter()
+        engine.process(silence)
+        took = time.perf_counter() - started
+    return took
+
+
+def _xruns(stats: Any) -> int:
+    """Xruns, from rtmixer's counts of the callbacks' status flags: a duplex stream has both
+    an input and an output flag raised for one xrun (PortAudio's JACK stream raises both), so
+    the larger side counts, not their sum."""
+    inputs = stats.input_underflows + stats.input_overflows
+    return int(max(inputs, stats.output_underflows + stats.output_overflows))
+
+
+def _wait_active(stream: Any, actions: list[Any]) -> None:
+    """Wait until the callback has taken ``actions`` (both rings run from one callback on)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        if all(a.done_frames > 0 for a in actions):
+            return
+        time.sleep(POLL)
+
+
+def _device_rate(sd: Any, device: Device, model_rate: int) -> int:
+    """The model's rate where the device takes it, else the device's own (a JACK server's is
+    fixed): the compute thread resamples between them."""
+    try:
+        sd.check_output_settings(device=device.index, samplerate=model_rate, dtype="float32")
+        return model_rate
+    except sd.PortAudioError:
+        return int(sd.query_devices(device.index)["default_samplerate"])

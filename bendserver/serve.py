@@ -391,17 +391,17 @@ class Server:
         return "" if rate == self.engine.sample_rate else f" at {rate} Hz, resampled"
 
     def _latency_parts(self) -> str:
-        """What the latency is made of in ring mode (before the stream runs: the prefill is
-        known once the device's period is)."""
+        """What the latency is made of: the model's (and where that figure comes from), and what
+        the audio path adds (in ring mode the prefill, known once the device's period is)."""
+        model = f"the model's {self.engine.latency} ({self.engine.model.latency_source})"
         if self.mode != "ring":
-            return ""
+            return f"{model} and the {self.mode} path's {self.processor.latency}"
         ring = self.backend
-        rate = ring.rate
         held = ring.delays()
-        parts = [f"model {self.engine.latency}", f"ring {ring.prefill - held} at {rate} Hz"]
+        parts = [model, f"the ring's {ring.prefill - held} at {ring.rate} Hz"]
         if held:
-            parts.append(f"resamplers {held} at {rate} Hz")
-        return f": {', '.join(parts)}"
+            parts.append(f"the resamplers' {held} at {ring.rate} Hz")
+        return ", ".join(parts)
 
     def example(self) -> str:
         """An ``oscsend`` line that changes a parameter of the loaded preset."""

@@ -300,6 +300,7 @@ class Server:
         """The server's counters (audio and OSC), as /stats adds them to the engine's."""
         counters = {"latency": self.latency, **self.callback.counters(), **self.osc.counters()}
         counters["latency_ms"] = 1e3 * self.latency / self.engine.sample_rate
+        counters["path_latency_ms"] = 1e3 * self.added_latency / self.engine.sample_rate
         if self.midi is not None:
             counters.update(self.midi.counters())
         if self.mode == "threaded":

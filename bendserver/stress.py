@@ -143,7 +143,7 @@ def format_rows(rows: list[Row | Latency]) -> str:
     text = _table(rows)
     if latencies:
         headers = [
-            "block", "mode", "reported ms", "reported frames", "impulse frames", "impulse ms",
+            "block", "mode", "path ms", "path frames", "impulse frames", "impulse ms",
             "control p50 ms", "control max ms", "control trials",
         ]  # fmt: skip
         table = [list(vars(row).values()) for row in latencies]
@@ -258,9 +258,10 @@ def _measure(
 
 @dataclass
 class Latency:
-    """What the server adds (reported, and an impulse's delay through it, in frames of the JACK
-    server's rate, JACK's own loopback period taken off), and control latency: from sending a
-    message to the first output period it changed, p50 and max."""
+    """What the server's audio path adds (reported, and an impulse's delay through it in bypass,
+    in frames of the JACK server's rate, JACK's own loopback period taken off; the model's own
+    latency is not in a bypassed path), and control latency: from sending a message to the
+    first output period it changed, p50 and max."""
 
     block: int
     mode: str
@@ -292,7 +293,7 @@ def _latency(osc: _Osc, jack: str, block: int, mode: str, trials: int = 24) -> L
     finally:
         _send(osc, "/engine/bypass", 0)
         _send(osc, "/engine/gain", 1.0)
-    reported = float(osc.stats()["latency_ms"])
+    reported = float(osc.stats()["path_latency_ms"])
     median = float(np.median(measured)) if measured else float("nan")
     return Latency(
         block, mode, reported, round(reported * rate / 1e3),

@@ -61,7 +61,7 @@ def same_bytes(a: Path, b: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-m", "--model", default="drive")
-    parser.add_argument("-p", "--preset", default="drive")
+    parser.add_argument("-p", "--preset", help="default: the model's own ('none': no preset)")
     parser.add_argument("--files", type=int, default=40)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=48000)
@@ -71,13 +71,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as folder:
         root = Path(folder)
         make_inputs(root / "in", args.files, args.seconds, args.rate)
-        base = ["render", str(root / "in"), "-m", args.model, "-p", args.preset, "--trust-model"]
+        preset = ["-p", args.preset] if args.preset else []
+        base = ["render", str(root / "in"), "-m", args.model, *preset, "--trust-model"]
         runs = [("workers 1", ["--workers", "1"])]
         runs.append((f"workers {args.workers}", ["--workers", str(args.workers)]))
         if args.ray:
             runs.append((f"ray {args.workers} CPUs", ["--workers", str(args.workers), "--ray"]))
         audio = args.files * args.seconds
-        print(f"{args.files} files of {args.seconds:g} s through {args.model} ({args.preset})")
+        named = args.preset or "its own preset"
+        print(f"{args.files} files of {args.seconds:g} s through {args.model} ({named})")
         print(
             f"{'run':<16}{'wall s':>8}{'cpu s':>8}{'x real time':>13}{'speed-up':>10}  same bytes"
         )

@@ -198,7 +198,9 @@ def test_the_banner_and_stats_say_the_models_latency(centered_file):
             "latency    32 samples (0.73 ms) before the device's own: the model's 32 (measured "
             "at load)" in server.banner()
         )
-        assert server.stats()["latency"] == 32
+        stats = server.stats()
+        assert stats["latency"] == 32 and stats["latency_ms"] == pytest.approx(1e3 * 32 / 44100)
+        assert stats["path_latency_ms"] == 0, "the direct path adds nothing to the model's"
 
 
 def test_the_probe_says_why_it_could_not_measure():

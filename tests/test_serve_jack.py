@@ -37,15 +37,15 @@ from bendserver.serve import ServeOptions, Server
 
 RATE, BLOCK = 48000, 256
 PERIOD = BLOCK / RATE
-SOAK_SECONDS = 20  # the minute-long figures are `bendserver stress --seconds 60`'s
+SOAK_SECONDS = 12  # the minute-long figures are `bendserver stress --seconds 60`'s
 SOAK_RATE = 1000
-BASELINE_SECONDS = 10  # the same server with no messages first: what the machine does alone
+BASELINE_SECONDS = 6  # the same server with no messages first: what the machine does alone
 
 
 def allowed_xruns(quiet_xruns: int, quiet_seconds: float, seconds: float) -> int:
     """Xruns a stretch of ``seconds`` may have: what the same server had in its quiet stretch
     just before, at the same rate (a machine shared with other work makes its own), plus 3 and
-    10 a minute: this 2-core VM gives 1 to 9 xruns a minute with or without load, which a 10 s
+    10 a minute: this 2-core VM gives 1 to 9 xruns a minute with or without load, which a 6 s
     baseline cannot always catch. The figures are `bendserver stress`'s job; this catches a
     regression (a server that lets control work into the audio's way: dozens a second)."""
     return math.ceil(quiet_xruns * seconds / quiet_seconds) + 3 + int(10 * seconds / 60)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from jack import Replies, free_port, send_python
+from jack import free_port, send_python
 from pythonosc.osc_bundle_builder import OscBundleBuilder
 from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
@@ -27,13 +27,6 @@ from bendserver.presets import Preset
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256
-
-
-@pytest.fixture
-def replies():
-    listener = Replies()
-    yield listener
-    listener.close()
 
 
 def scaled_identity():

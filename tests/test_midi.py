@@ -223,13 +223,6 @@ def jack():
         yield name
 
 
-@pytest.fixture
-def replies():
-    listener = Replies()
-    yield listener
-    listener.close()
-
-
 def served(replies, **options) -> Server:
     model, preset = live_model()
     return Server(

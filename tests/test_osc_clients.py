@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from jack import Replies, free_port, need, oscsend, send_python
+from jack import free_port, need, oscsend, send_python
 from pythonosc.osc_bundle_builder import IMMEDIATELY, OscBundleBuilder
 from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
@@ -33,13 +33,6 @@ def scaled_identity():
     engine = tb.StreamEngine(Identity(), block=BLOCK, fuse=False)
     engine.add_op("g", tb.Scale(value=1.0), "gain")
     return engine
-
-
-@pytest.fixture
-def replies():
-    listener = Replies()
-    yield listener
-    listener.close()
 
 
 @pytest.fixture

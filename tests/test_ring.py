@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from jack import Replies, jack_server, need, send_python, stats
+from jack import jack_server, need, send_python, stats
 from pythonosc.osc_bundle_builder import OscBundleBuilder
 from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
@@ -41,13 +41,6 @@ def jack():
     need("jack_lsp")
     with jack_server(RATE, PERIOD) as name:
         yield name
-
-
-@pytest.fixture
-def replies():
-    listener = Replies()
-    yield listener
-    listener.close()
 
 
 def ring_server(replies, block=256, sample_rate=RATE, **options) -> Server:

@@ -21,7 +21,6 @@ import pytest
 import soundfile as sf
 from jack import (
     ROOT,
-    Replies,
     free_port,
     jack_server,
     live_model,
@@ -55,13 +54,6 @@ def allowed_xruns(quiet_xruns: int, quiet_seconds: float, seconds: float) -> int
 def jack():
     with jack_server(RATE, BLOCK) as name:
         yield name
-
-
-@pytest.fixture
-def replies():
-    listener = Replies()
-    yield listener
-    listener.close()
 
 
 def sine_file(folder: Path) -> Path:

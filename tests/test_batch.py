@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from sounds import write_noise
 
 from bendserver.batch import MANIFEST, Job, Recipe, Worker
 from bendserver.cli import main
@@ -23,18 +23,12 @@ SLOW = f"{Path(__file__).parent / 'streaming.py'}:Slow"
 NOISY = f"{Path(__file__).parent / 'streaming.py'}:Noisy"
 
 
-def _wav(path, seconds=0.5, rate=48000, channels=1, seed=3):
-    rng = np.random.default_rng(seed)
-    audio = (0.3 * rng.standard_normal((int(seconds * rate), channels))).astype(np.float32)
-    sf.write(str(path), audio, rate, subtype="FLOAT")
-
-
 def _folder(path: Path, count: int, seconds: float = 0.5, stereo: bool = True) -> Path:
     """``count`` files of noise, the second in stereo if ``stereo``."""
     path.mkdir()
     for index in range(count):
         channels = 2 if stereo and index == 1 else 1
-        _wav(path / f"f{index}.wav", seconds, channels=channels, seed=index)
+        write_noise(path / f"f{index}.wav", seconds, channels=channels, seed=index)
     return path
 
 
@@ -118,7 +112,7 @@ def test_the_manifest_skips_files_made_the_same_way_and_guards_the_others(tmp_pa
     assert main(argv) == 2
     assert "not made by this render: pass --force" in capsys.readouterr().err
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.wav")} == made
-    _wav(source / "f0.wav", seed=9)  # a changed input renders again
+    write_noise(source / "f0.wav", seed=9)  # a changed input renders again
     assert _render(source, out, "--workers", "1") == 2, "f0.wav's input changed: needs --force"
     assert _render(source, out, "--workers", "1", "--force") == 0
     manifest = json.loads((out / MANIFEST).read_text())
@@ -195,7 +189,7 @@ def test_a_rave_export_renders_the_same_bytes_in_two_workers(tmp_path):
     source = tmp_path / "in"
     source.mkdir()
     for index in range(3):
-        _wav(source / f"f{index}.wav", seconds=1.0, rate=44100, seed=index)
+        write_noise(source / f"f{index}.wav", seconds=1.0, rate=44100, seed=index)
     command = ["render", str(source), "-m", str(RAVE), "-p", "none", "--trust-model"]
     assert main([*command, "-o", str(tmp_path / "one"), "--workers", "1"]) == 0
     assert main([*command, "-o", str(tmp_path / "two"), "--workers", "2"]) == 0

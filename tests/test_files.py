@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from sounds import write_noise
 from streaming import Identity
 
 import bendserver as tb
@@ -25,13 +26,6 @@ from bendserver.render import render_file
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = f"{Path(__file__).parent / 'streaming.py'}:Slow"
 IDENTITY = f"{Path(__file__).parent / 'streaming.py'}:Identity"
-
-
-def _wav(path, seconds=0.5, rate=48000, channels=1, seed=3):
-    rng = np.random.default_rng(seed)
-    audio = (0.3 * rng.standard_normal((int(seconds * rate), channels))).astype(np.float32)
-    sf.write(str(path), audio, rate, subtype="FLOAT")
-    return audio.T
 
 
 def _interrupt_render(folder: Path, output: str, sig: int) -> subprocess.CompletedProcess:
@@ -62,7 +56,7 @@ def _interrupt_render(folder: Path, output: str, sig: int) -> subprocess.Complet
 def test_an_interrupted_render_into_its_input_leaves_it_and_no_partial_output(tmp_path, sig):
     """``bendserver render long.wav -o long.wav --force`` and Ctrl-C (or a SIGTERM): the input
     as it was (the render wrote over it while reading it), nothing else in the folder."""
-    _wav(tmp_path / "long.wav", seconds=4.0)
+    write_noise(tmp_path / "long.wav", seconds=4.0)
     original = (tmp_path / "long.wav").read_bytes()
     result = _interrupt_render(tmp_path, "long.wav", sig)
     assert result.returncode == 130, result.stderr
@@ -73,7 +67,7 @@ def test_an_interrupted_render_into_its_input_leaves_it_and_no_partial_output(tm
 
 def test_an_interrupted_render_into_a_new_file_leaves_nothing(tmp_path):
     """Interrupted at its 50th block (as Ctrl-C does): no partial file that looks finished."""
-    _wav(tmp_path / "in.wav", seconds=1.0)
+    write_noise(tmp_path / "in.wav", seconds=1.0)
     engine = tb.StreamEngine(Identity(), block=256, fuse=False)
     original = engine.process
     calls = {"n": 0}
@@ -92,7 +86,7 @@ def test_an_interrupted_render_into_a_new_file_leaves_nothing(tmp_path):
 
 @pytest.mark.parametrize("spelling", ["same", "dotdot", "symlink", "hardlink"])
 def test_a_render_into_its_own_input_reads_it_whole_first(tmp_path, spelling):
-    audio = _wav(tmp_path / "song.wav")
+    audio = write_noise(tmp_path / "song.wav")
     output = {
         "same": tmp_path / "song.wav",
         "dotdot": tmp_path / "x" / ".." / "song.wav",
@@ -115,8 +109,8 @@ def test_a_render_into_its_own_input_reads_it_whole_first(tmp_path, spelling):
 def test_an_output_that_is_another_input_is_refused(tmp_path, capsys):
     (tmp_path / "src").mkdir()
     (tmp_path / "out").mkdir()
-    _wav(tmp_path / "src" / "a.wav")
-    _wav(tmp_path / "src" / "b.wav", seed=4)
+    write_noise(tmp_path / "src" / "a.wav")
+    write_noise(tmp_path / "src" / "b.wav", seed=4)
     original = (tmp_path / "src" / "b.wav").read_bytes()
     (tmp_path / "out" / "a.wav").symlink_to(tmp_path / "src" / "b.wav")
     argv = ["render", str(tmp_path / "src"), "-m", IDENTITY, "-o", str(tmp_path / "out"), "--force"]
@@ -128,7 +122,7 @@ def test_an_output_that_is_another_input_is_refused(tmp_path, capsys):
 
 
 def test_an_unwritable_output_is_a_clear_error(tmp_path, capsys):
-    _wav(tmp_path / "in.wav")
+    write_noise(tmp_path / "in.wav")
     (tmp_path / "file").write_text("not a folder")
     argv = ["render", str(tmp_path / "in.wav"), "-m", IDENTITY, "-o", str(tmp_path / "file/x.wav")]
     assert main(argv) == 2

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from sounds import write_noise
 from streaming import CausalStack, Identity, Ratio, twin
 
 import bendserver as tb
@@ -14,16 +15,9 @@ from bendserver.cli import main
 from bendserver.render import ScorePlayer, parse_score, render_file
 
 
-def _wav(path, seconds=0.5, rate=48000, channels=1):
-    rng = np.random.default_rng(3)
-    audio = (0.3 * rng.standard_normal((int(seconds * rate), channels))).astype(np.float32)
-    sf.write(str(path), audio, rate, subtype="FLOAT")
-    return audio.T
-
-
 @pytest.mark.parametrize("block", [256, 512, 2048])
 def test_render_equals_concatenated_streaming_bit_exact(tmp_path, block):
-    audio = _wav(tmp_path / "in.wav")
+    audio = write_noise(tmp_path / "in.wav")
     first, second = twin(CausalStack)
     seconds = render_file(
         tb.StreamEngine(first, block=block), tmp_path / "in.wav", tmp_path / "o.wav"
@@ -43,7 +37,7 @@ def test_a_preset_sounds_the_same_at_any_block_size(tmp_path, model):
     """wavae's preset draws fresh latent noise, drive's has a mask, fixed noise and an LFO:
     rendered at 256 and 2048 and streamed at 64, in stereo and mono, the same within 1e-6."""
     rate = tb.load_model(model).sample_rate
-    stereo = _wav(tmp_path / "in.wav", seconds=6144 / rate, rate=rate, channels=2)
+    stereo = write_noise(tmp_path / "in.wav", seconds=6144 / rate, rate=rate, channels=2)
     renders = []
     for block in (256, 2048):
         output = tmp_path / f"{block}.wav"
@@ -107,7 +101,7 @@ def test_resampling_and_downmix(tmp_path):
 
 
 def test_refusals(tmp_path):
-    _wav(tmp_path / "in.wav")
+    write_noise(tmp_path / "in.wav")
     engine = tb.StreamEngine(Identity(), block=256)
     (tmp_path / "exists.wav").write_bytes(b"")
     with pytest.raises(tb.BendingError, match="--force"):

@@ -7,20 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from sounds import write_noise
 
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.sweep import cells, features, parse_vary
 
 
-def _wav(path, seconds=0.5, rate=48000):
-    rng = np.random.default_rng(5)
-    audio = (0.3 * rng.standard_normal(int(seconds * rate))).astype(np.float32)
-    sf.write(str(path), audio, rate, subtype="FLOAT")
-
-
 def test_a_sweep_writes_each_cell_a_table_and_a_contact_sheet(tmp_path):
-    _wav(tmp_path / "in.wav")
+    write_noise(tmp_path / "in.wav", seed=5)
     (tmp_path / "score.txt").write_text("0.25 /engine/gain 0.5\n")
     out = tmp_path / "grid"
     argv = ["sweep", str(tmp_path / "in.wav"), "-m", "drive", "-p", "drive", "-o", str(out)]
@@ -55,7 +50,7 @@ def test_a_sweep_writes_each_cell_a_table_and_a_contact_sheet(tmp_path):
 
 
 def test_features_of_a_dry_render_are_those_of_the_input(tmp_path):
-    _wav(tmp_path / "in.wav")
+    write_noise(tmp_path / "in.wav", seed=5)
     measured = features(tmp_path / "in.wav", tmp_path / "in.wav")
     assert measured["distance_db"] == 0.0
     assert measured["rms"] == pytest.approx(0.3, rel=0.02)
@@ -88,7 +83,7 @@ def test_vary_values_and_the_grid():
 
 
 def test_a_cell_that_names_no_op_of_the_model_is_an_error(tmp_path, capsys):
-    _wav(tmp_path / "in.wav")
+    write_noise(tmp_path / "in.wav", seed=5)
     argv = ["sweep", str(tmp_path / "in.wav"), "-m", "drive", "-o", str(tmp_path / "o")]
     assert main([*argv, "--vary", "nothing.prob=0,1", "--workers", "1"]) == 2
     assert "--vary nothing.prob" in capsys.readouterr().err

@@ -303,11 +303,11 @@ def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
     return [("/preset/saved", [name])]
 
 
-def _engine_setting(setter: Callable[..., None]) -> Handler:
-    """A handler calling ``setter(engine, value, at=at)`` (``StreamEngine.set_gain``...)."""
+def _engine_setting(setter: str) -> Handler:
+    """A handler calling ``engine.<setter>(value, at=at)`` (``set_gain``...)."""
 
     def handler(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-        setter(ctl.engine, args[0], at=at)
+        getattr(ctl.engine, setter)(args[0], at=at)
 
     return handler
 
@@ -560,21 +560,21 @@ ADDRESSES: tuple[Address, ...] = (
         "/engine/gain",
         Schema((Arg("value", low=0.0, high=16.0),)),
         "output gain, 0..16",
-        _engine_setting(StreamEngine.set_gain),
+        _engine_setting("set_gain"),
         coalesce=True,
     ),
     Address(
         "/engine/mix",
         Schema((Arg("value", low=0.0, high=1.0),)),
         "dry/wet mix, 0 (dry) .. 1 (wet)",
-        _engine_setting(StreamEngine.set_mix),
+        _engine_setting("set_mix"),
         coalesce=True,
     ),
     Address(
         "/engine/bypass",
         Schema((Arg("on", "flag"),)),
         "pass the input through",
-        _engine_setting(StreamEngine.set_bypass),
+        _engine_setting("set_bypass"),
         coalesce=True,
     ),
     Address("/engine/reset", Schema(), "clear the streaming state", _reset),

@@ -46,7 +46,7 @@ class StreamEngine(Rack):
         self.node = Node(
             model, method, block, sample_rate, device, preset, optimize, streams, cuda_graph
         )
-        super().__init__([self.node], fuse, ceiling)
+        super().__init__({self.node.model.name: self.node}, None, fuse, ceiling)
 
     def __getattr__(self, name: str) -> Any:
         """What the rack does not have is the node's (its control methods and attributes)."""

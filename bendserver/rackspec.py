@@ -18,6 +18,7 @@ from typing import Any
 import tomllib
 import torch
 
+from .control import ROOT_WORDS
 from .engine.node import Node
 from .engine.rack import IN, OUT, Edge, Rack
 from .errors import BendingError
@@ -98,10 +99,11 @@ class RackSpec:
         """Names are valid and distinct (the ends ``in`` and ``out`` are taken)."""
         names = [node.name for node in self.nodes] + [e.name for e in self.edges if e.name]
         for name in names:
-            if not NAME.match(name) or name in (IN, OUT):
+            if not NAME.match(name) or name in (IN, OUT) or name in ROOT_WORDS:
                 raise BendingError(
-                    f"rack name {name!r}: a letter, then letters, digits, '_' or '-' "
-                    "('in' and 'out' are the rack's ends)"
+                    f"rack name {name!r}: a letter, then letters, digits, '_' or '-', and not "
+                    f"'in', 'out' (the rack's ends) nor {', '.join(sorted(ROOT_WORDS))} (OSC "
+                    "addresses start with them)"
                 )
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:

@@ -2,12 +2,14 @@
 node's decode (bendable on the way), parallel branches are aligned to the sample, and what
 cannot be joined is refused with the reason."""
 
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from jack import oscsend
 from sounds import write_noise
 from streaming import CachedConv, Identity
 
@@ -17,6 +19,7 @@ from bendserver.engine.node import Node
 from bendserver.engine.rack import Edge, Rack
 from bendserver.loader import load_model
 from bendserver.rackspec import EdgeSpec, NodeSpec, RackSpec
+from bendserver.serve import ServeOptions, Server
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = 256
@@ -128,3 +131,37 @@ def test_the_shipped_rack_renders_and_info_lists_it(tmp_path, capsys):
     assert main(["info", "--rack", rack]) == 0
     printed = capsys.readouterr().out
     assert "z: z.forward, 8 ch x 1/32 -> 8 ch x 1/32" in printed and "latency 0 samples" in printed
+
+
+def test_a_score_reaches_one_node_of_a_rack_by_its_name(tmp_path):
+    source = tmp_path / "in.wav"
+    write_noise(source, seconds=0.1)
+    score = tmp_path / "score.txt"
+    score.write_text("0 /drive_2/engine/gain 0\n")
+    chain = ("-m", "drive", "-m", "drive")
+    assert np.abs(_render(source, tmp_path / "on.wav", *chain)).max() > 1e-3
+    silent = _render(source, tmp_path / "off.wav", *chain, "--score", str(score))
+    assert np.abs(silent[256:]).max() == 0.0, "the second node's gain is 0 after one block's ramp"
+    score.write_text("0 /drive_3/engine/gain 0\n")
+    assert (
+        main(["render", str(source), "-o", str(tmp_path / "x.wav"), *chain, "--score", str(score)])
+        == 2
+    )
+
+
+def test_oscsend_reaches_a_served_node_by_its_name(tmp_path, replies):
+    engine = tb.StreamEngine(Identity(), block=64, fuse=False)
+    engine.add_op("g", tb.Scale(value=1.0), "gain")
+    options = ServeOptions(audio="null", osc_port=0, reply_port=replies.port)
+    with Server(options, engine=engine) as server:
+        oscsend(server.osc.port, "/Identity/bend/g/value", "f", 0.25)
+        deadline = time.monotonic() + 5
+        while engine.ops["g"].get("value") != 0.25 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)  # /get reads what the audio applied, at the next block
+        oscsend(server.osc.port, "/Identity/get/bend/g/value")
+        assert replies.wait_for("/get/bend/g/value") == [0.25]
+        oscsend(server.osc.port, "/get/bend/g/value")  # one node: without its name too
+        assert replies.wait_for("/get/bend/g/value") == [0.25]
+        oscsend(server.osc.port, "/nope/bend/g/value", "f", 0.5)
+        assert "unknown address '/nope/bend/g/value'" in replies.wait_for("/error")[-1]

@@ -509,6 +509,9 @@ class Node:
             lines.append(self._failures.popleft())
         return lines
 
+    def samples(self, seconds: float) -> int:
+        return int(round(seconds * self.sample_rate))
+
     def _submit(
         self,
         change: Change,

@@ -79,11 +79,15 @@ def _take_models(args: argparse.Namespace) -> None:
 
 
 def _probe(args: argparse.Namespace) -> None:
-    """Probe the model in a child process first (:mod:`bendserver.probe`), unless trusted."""
+    """Probe the model (each of a rack's) in a child process first (:mod:`bendserver.probe`),
+    unless trusted."""
     if not args.trust_model:
         from .probe import probe_model
 
-        probe_model(args.model, args.models_dir)
+        rack = getattr(args, "rack", None)
+        models = [args.model] if rack is None else [node.model for node in rack.nodes]
+        for model in dict.fromkeys(models):
+            probe_model(model, args.models_dir)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -263,9 +267,9 @@ def _info(args: argparse.Namespace) -> int:
     from .loader import load_model
     from .tracing.script import ConversionError
 
+    _probe(args)
     if args.rack is not None:
         return _info_rack(args)
-    _probe(args)
     model = load_model(args.model, search=args.models_dir, latency=args.latency)
     print(f"{model.name}: {model.description}")
     print(

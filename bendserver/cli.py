@@ -58,21 +58,20 @@ def _sizes(text: str) -> list[int]:
 def _take_models(args: argparse.Namespace) -> None:
     """Repeated ``-m`` or ``--rack`` as ``args.rack`` (a RackSpec; None: one model), and
     ``args.model`` as the first model, for what takes one."""
-    models, rack = getattr(args, "model", None), getattr(args, "rack", None)
-    if not isinstance(models, list) and rack is None:
+    if not hasattr(args, "rack"):  # a command of one model
         return
     from .rackspec import RackSpec, split_method
 
-    if isinstance(models, list) and rack is not None:
+    listed = args.model if isinstance(args.model, list) else None
+    if listed and args.rack is not None:
         raise BendingError("give the models with -m or with --rack, not both")
-    if rack is not None:
-        args.rack = RackSpec.read(Path(rack))
+    if args.rack is not None:
+        args.rack = RackSpec.read(Path(args.rack))
     else:
-        models = models or [DEFAULT_MODEL]
-        args.rack = RackSpec.chain(models) if len(models) > 1 else None
-        args.model, args.method = split_method(models[0])
-        if args.method != "forward" and args.rack is None:
-            args.rack = RackSpec.chain(models)
+        models = listed or [args.model or DEFAULT_MODEL]
+        args.model, method = split_method(models[0])
+        several = len(models) > 1 or method != "forward"
+        args.rack = RackSpec.chain(models) if several else None
     if args.rack is not None:
         args.rack.check()
         args.model = args.rack.nodes[0].model

@@ -142,6 +142,11 @@ def test_a_score_reaches_one_node_of_a_rack_by_its_name(tmp_path):
     assert np.abs(_render(source, tmp_path / "on.wav", *chain)).max() > 1e-3
     silent = _render(source, tmp_path / "off.wav", *chain, "--score", str(score))
     assert np.abs(silent[256:]).max() == 0.0, "the second node's gain is 0 after one block's ramp"
+    score.write_text("0 /bend/mask/prob 0.5\n")  # to the rack, not to one of its nodes
+    assert (
+        main(["render", str(source), "-o", str(tmp_path / "y.wav"), *chain, "--score", str(score)])
+        == 2
+    )
     score.write_text("0 /drive_3/engine/gain 0\n")
     assert (
         main(["render", str(source), "-o", str(tmp_path / "x.wav"), *chain, "--score", str(score)])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -192,6 +193,16 @@ class Rack:
                 arrival[target] = latest + self.nodes[target].latency
         #: Samples from a sample in to its effect out: the sum along the longest path.
         self.latency = max(arrival[edge.source] for edge in self._into(OUT))
+
+    def __getattr__(self, name: str) -> Any:
+        """A node's method or attribute asked of a rack of several (``/bend/...`` sent to the
+        rack, not to one of its nodes): refused, naming the nodes."""
+        if name.startswith("_") or "nodes" not in self.__dict__:
+            raise AttributeError(name)
+        raise BendingError(
+            f"this rack plays several nodes ({', '.join(self.nodes)}): send this to one of them, "
+            f"/<node>/... (its {name} is that node's)"
+        )
 
     # -- what the rack plays -------------------------------------------------------------------
 

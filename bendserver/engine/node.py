@@ -108,7 +108,9 @@ class Node:
         #: Made without ``streams``: the batch follows the channels ``engine(audio, sr)`` gets.
         self.adapts = streams is None
         self._set_channels(1 if streams is None else _checked_streams(streams))
-        self.latency = self.model.latency
+        #: Samples the node delays its input by: the model's, counted where the method gives
+        #: audio (an ``encode``'s latent adds none, its ``decode`` counts the whole model's).
+        self.latency = self.model.latency if self.spec.out_ratio == 1 else 0
 
         self._control = threading.RLock()
         self.commands = CommandQueue()

@@ -36,6 +36,7 @@ from typing import Any
 
 from .errors import BendingError
 from .files import commit, discard, write_text, writing
+from .rackspec import RackSpec
 from .readers import read_json
 from .render import ScoreEvent, render_file
 
@@ -48,6 +49,8 @@ class Recipe:
     """What makes every file of a run but its input and its score: the model and the options."""
 
     model: str
+    #: The models of a rack (repeated ``-m``, ``--rack``; None: ``model`` alone).
+    rack: RackSpec | None = None
     models_dir: tuple[str, ...] = ()
     versions: tuple[str, ...] = ()
     preset: str | None = None
@@ -151,15 +154,26 @@ class Worker:
         torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
         recipe, model = self.recipe, self._fresh_model()
         channels = 1 if recipe.mono else sound_info(Path(job.source)).channels
-        engine = StreamEngine(
-            model,
-            block=recipe.block,
-            device=recipe.device,
-            preset=self.preset,
-            fuse=recipe.fuse,
-            optimize=recipe.optimize,
-            streams=streams_for(channels, model.method("forward").in_channels),
-        )
+        if recipe.rack is not None:
+            engine = recipe.rack.build(
+                recipe.block,
+                recipe.device,
+                recipe.optimize,
+                None,  # render_file makes one stream per channel of the file
+                recipe.fuse,
+                recipe.models_dir,
+                recipe.preset,
+            )
+        else:
+            engine = StreamEngine(
+                model,
+                block=recipe.block,
+                device=recipe.device,
+                preset=self.preset,
+                fuse=recipe.fuse,
+                optimize=recipe.optimize,
+                streams=streams_for(channels, model.method("forward").in_channels),
+            )
         rendered = render_file(
             engine,
             Path(job.source),

@@ -55,17 +55,47 @@ def _sizes(text: str) -> list[int]:
     return [] if text.strip() == "0" else _blocks(text)
 
 
+def _take_models(args: argparse.Namespace) -> None:
+    """Repeated ``-m`` or ``--rack`` as ``args.rack`` (a RackSpec; None: one model), and
+    ``args.model`` as the first model, for what takes one."""
+    if not hasattr(args, "rack"):  # a command of one model
+        return
+    from .rackspec import RackSpec, split_method
+
+    listed = args.model if isinstance(args.model, list) else None
+    if listed and args.rack is not None:
+        raise BendingError("give the models with -m or with --rack, not both")
+    if args.rack is not None:
+        args.rack = RackSpec.read(Path(args.rack))
+    else:
+        models = listed or [args.model or DEFAULT_MODEL]
+        args.model, method = split_method(models[0])
+        several = len(models) > 1 or method != "forward"
+        args.rack = RackSpec.chain(models) if several else None
+    if args.rack is not None:
+        args.rack.check()
+        args.model = args.rack.nodes[0].model
+
+
 def _probe(args: argparse.Namespace) -> None:
-    """Probe the model in a child process first (:mod:`bendserver.probe`), unless trusted."""
+    """Probe the model (each of a rack's) in a child process first (:mod:`bendserver.probe`),
+    unless trusted."""
     if not args.trust_model:
         from .probe import probe_model
 
-        probe_model(args.model, args.models_dir)
+        rack = getattr(args, "rack", None)
+        models = [args.model] if rack is None else [node.model for node in rack.nodes]
+        for model in dict.fromkeys(models):
+            probe_model(model, args.models_dir)
 
 
 def _serve(args: argparse.Namespace) -> int:
     from .serve import ServeOptions, run
 
+    if args.rack is not None:
+        raise BendingError(
+            "serve plays one model for now: render and info take a rack (-m repeated, --rack)"
+        )
     if args.record:
         check_writable(args.record)
     _probe(args)
@@ -141,6 +171,7 @@ def _recipe(args: argparse.Namespace) -> Any:
 
     return Recipe(
         model=args.model,
+        rack=args.rack,
         models_dir=tuple(args.models_dir),
         versions=tuple(args.version),
         preset=args.preset,
@@ -236,6 +267,8 @@ def _info(args: argparse.Namespace) -> int:
     from .tracing.script import ConversionError
 
     _probe(args)
+    if args.rack is not None:
+        return _info_rack(args)
     model = load_model(args.model, search=args.models_dir, latency=args.latency)
     print(f"{model.name}: {model.description}")
     print(
@@ -272,11 +305,33 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _info_rack(args: argparse.Namespace) -> int:
+    """A rack's nodes, edges, what each carries, and its latency."""
+    rack = args.rack.build(search=args.models_dir)
+    print(f"rack of {len(rack.nodes)} nodes, block {rack.block}, {rack.sample_rate} Hz")
+    for name in rack.order:
+        node = rack.nodes[name]
+        spec = node.spec
+        print(
+            f"  {name}: {node.model.name}.{node.method}, {spec.in_channels} ch x "
+            f"1/{spec.in_ratio} -> {spec.out_channels} ch x 1/{spec.out_ratio}, latency "
+            f"{node.latency} samples"
+        )
+    for edge in rack.edges:
+        gain = "" if edge.gain == 1.0 else f" x {edge.gain:g}"
+        print(f"  {edge.source} -> {edge.target}{gain}")
+    ms = 1e3 * rack.latency / rack.sample_rate
+    print(f"latency {rack.latency} samples ({ms:.2f} ms), the longest path's")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     import torch
 
     from .bench import bench_blocks, bench_weight_apply, format_results
 
+    if args.rack is not None:
+        raise BendingError("bench measures one model for now: render and info take a rack")
     torch.set_num_threads(args.threads)
     results = bench_blocks(
         args.model,
@@ -416,7 +471,13 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[models, trusting, versions, threads, optimizing, devices],
         help="play a model live, controlled over OSC",
     )
-    serve.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    serve.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
+    )
+    serve.add_argument("--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md)")
     serve.add_argument(
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
@@ -491,7 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
     rendering = argparse.ArgumentParser(
         add_help=False, parents=[models, trusting, versions, threads, optimizing, devices]
     )
-    rendering.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    rendering.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
+    )
+    rendering.add_argument("--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md)")
     rendering.add_argument(
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
@@ -569,6 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
         "info", parents=[models, trusting], help="print a model's weights and activations"
     )
     info.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="model name or folder")
+    info.add_argument("--rack", metavar="FILE", help="print a rack file's nodes and latency")
     info.set_defaults(run=_info)
 
     bench = commands.add_parser(
@@ -576,7 +644,13 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[models, threads, optimizing, devices],
         help="engine vs raw eager, per block size, in one process",
     )
-    bench.add_argument("-m", "--model", default=DEFAULT_MODEL, help="model name or folder")
+    bench.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
+    )
+    bench.add_argument("--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md)")
     bench.add_argument(
         "-p", "--preset", help="preset of the bended run (default: the model's; 'none': no preset)"
     )
@@ -700,6 +774,7 @@ def _run(args: argparse.Namespace) -> int:
     (:func:`errors.describe`), exit 2 for what the user can fix, 1 for a bug (with the hint to
     rerun with ``--debug``, which raises it instead: its traceback), 130 for Ctrl-C or SIGTERM."""
     try:
+        _take_models(args)
         return args.run(args)
     except KeyboardInterrupt:
         if args.debug:

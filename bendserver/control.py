@@ -169,6 +169,7 @@ class Controller:
         self.midi = MidiMap()  #: the MIDI mappings (kept, saved and loaded with or without a port)
         self.midi_folder = user_dir() / "midi"  #: where ``/midi/save`` and ``/midi/load`` go
         self.midi_port: str | None = None  #: the MIDI input's name, set by the input when open
+        self._nodes: dict[str, Controller] = {}  #: a controller per rack node addressed
 
     def dispatch(
         self,
@@ -179,7 +180,11 @@ class Controller:
     ) -> list[Reply]:
         """Check and apply one message; returns replies. Raises BendingError on a bad message,
         having changed nothing. A message from a ``client`` for later than :data:`LEAD` ahead
-        is checked and held in its schedule (see :meth:`due`)."""
+        is checked and held in its schedule (see :meth:`due`). ``/<node>/...`` goes to that
+        node of the rack (its own addresses, applied at once or at ``at``)."""
+        node = self._node_of(address)
+        if node is not None:
+            return self._node_controller(node).dispatch(address[len(node) + 1 :], args, at)
         match = route(address)
         values = match.entry.schema.parse(address, args)
         if client is not None and at is not None and not match.entry.query:
@@ -187,6 +192,28 @@ class Controller:
                 self.schedule.add(at, client, address, values, match)
                 return []
         return match.entry.handler(self, match, values, at) or []
+
+    def check(self, address: str, args: Sequence[Any] = ()) -> None:
+        """Refuse a message that routes nowhere or has wrong arguments (nothing is applied)."""
+        node = self._node_of(address)
+        address = address if node is None else address[len(node) + 1 :]
+        route(address).entry.schema.parse(address, args)
+
+    def _node_of(self, address: str) -> str | None:
+        """The rack node an address starts with (``/drive/bend/...``), or None."""
+        parts = address.split("/", 2)
+        nodes = getattr(self.engine, "nodes", {})
+        if len(parts) == 3 and parts[0] == "" and parts[2] and parts[1] in nodes:
+            return None if parts[1] in ROOT_WORDS else parts[1]
+        return None
+
+    def _node_controller(self, name: str) -> Controller:
+        """A controller of one node, sharing the presets and counters (made once)."""
+        made = self._nodes.get(name)
+        if made is None:
+            made = Controller(self.engine.nodes[name], self.presets, self.counters)
+            self._nodes[name] = made
+        return made
 
     def is_query(self, address: str) -> bool:
         """Whether ``address`` is a query (False for an address that routes nowhere)."""
@@ -303,11 +330,16 @@ def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
     return [("/preset/saved", [name])]
 
 
-def _engine_setting(setter: Callable[..., None]) -> Handler:
-    """A handler calling ``setter(engine, value, at=at)`` (``StreamEngine.set_gain``...)."""
+def _node_address(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    """``/<node>/...`` reaches here only for a name that is no node of the rack."""
+    raise BendingError(f"no rack node {m.path['node']!r}; send /list addresses for the list")
+
+
+def _engine_setting(setter: str) -> Handler:
+    """A handler calling ``engine.<setter>(value, at=at)`` (``set_gain``...)."""
 
     def handler(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-        setter(ctl.engine, args[0], at=at)
+        getattr(ctl.engine, setter)(args[0], at=at)
 
     return handler
 
@@ -560,21 +592,21 @@ ADDRESSES: tuple[Address, ...] = (
         "/engine/gain",
         Schema((Arg("value", low=0.0, high=16.0),)),
         "output gain, 0..16",
-        _engine_setting(StreamEngine.set_gain),
+        _engine_setting("set_gain"),
         coalesce=True,
     ),
     Address(
         "/engine/mix",
         Schema((Arg("value", low=0.0, high=1.0),)),
         "dry/wet mix, 0 (dry) .. 1 (wet)",
-        _engine_setting(StreamEngine.set_mix),
+        _engine_setting("set_mix"),
         coalesce=True,
     ),
     Address(
         "/engine/bypass",
         Schema((Arg("on", "flag"),)),
         "pass the input through",
-        _engine_setting(StreamEngine.set_bypass),
+        _engine_setting("set_bypass"),
         coalesce=True,
     ),
     Address("/engine/reset", Schema(), "clear the streaming state", _reset),
@@ -668,10 +700,23 @@ ADDRESSES: tuple[Address, ...] = (
         "load preset number N of /list presets (what a MIDI program change does)",
         _midi_program,
     ),
+    Address(
+        "/<node>/<address>",
+        Schema(),
+        "any address above for one node of a rack (/drive/bend/mask/prob 0.5, /enc/interp ...; "
+        "a one-node rack answers both, with and without its node's name)",
+        _node_address,
+    ),
 )
 
-#: The table in routing order: patterns with more literal parts first.
-_ROUTES = sorted(ADDRESSES, key=lambda a: -sum(not p.startswith("<") for p in a.parts))
+#: The table in routing order: patterns with more literal parts first (``/<node>/...`` is
+#: routed by :meth:`Controller.dispatch`, before the table).
+_ROUTES = sorted(
+    (a for a in ADDRESSES if a.handler is not _node_address),
+    key=lambda a: -sum(not p.startswith("<") for p in a.parts),
+)
+#: First words of the table's addresses: a node of that name would hide them.
+ROOT_WORDS = frozenset(a.parts[0] for a in ADDRESSES if not a.parts[0].startswith("<"))
 
 
 def coalescing_pattern() -> str:

@@ -25,7 +25,7 @@ import soxr
 from tqdm import tqdm
 
 from .audiofile import fit_channels, output_subtype, read_sound, resample_audio, streams_for
-from .control import Controller, route
+from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
 from .files import same_file, writing
@@ -95,7 +95,7 @@ class ScorePlayer:
         self.next = 0
         for event in self.events:
             try:
-                route(event.address).entry.schema.parse(event.address, event.args)
+                self.controller.check(event.address, event.args)
             except BendingError as error:
                 raise event.error(str(error)) from None
 

@@ -98,6 +98,8 @@ def max_sent_on_load(patcher: dict) -> set[str]:
 
 def in_address_space(address: str) -> bool:
     for entry in ADDRESSES:
+        if entry.pattern == "/<node>/<address>":  # the table's own addresses, under a node name
+            continue
         pattern = re.escape(entry.pattern)
         pattern = pattern.replace(re.escape("<address>"), ".+")
         pattern = re.sub(re.escape("<") + r"\w+" + re.escape(">"), "[^/]+", pattern)

@@ -1,0 +1,460 @@
+"""Rack: named nodes joined by edges, played together: one block loop, one fuse, one set of stats.
+
+Edges run from ``in`` (the rack's input) through nodes to ``out`` (its output); without edges the
+nodes form a chain in their order. A node (or ``out``) fed by several edges gets their sum, each
+edge scaled by its gain and delayed so that every branch arrives as late as the latest one (the
+nodes' measured latencies): parallel branches stay aligned to the sample. What an edge carries
+(channels, audio or latent frames) is checked when the rack is made. Each node keeps its own
+bending state and changes (:class:`~bendserver.engine.node.Node`); the rack owns what the nodes
+share: the block loop and its time, the fuse, the meter's tap, the stats and failures, and the
+latency (the longest path's sum).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..audiofile import fit_length, resample_audio
+from ..errors import BendingError
+from ..loader import MethodSpec
+from .fuse import OutputFuse
+from .node import Node, _checked_streams
+from .stats import EngineStats
+from .tap import BlockTap
+
+#: The rack's input and output, as ends of edges.
+IN, OUT = "in", "out"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``source``'s output into ``target``'s input (``in``/``out``: the rack's), times ``gain``."""
+
+    source: str
+    target: str
+    gain: float = 1.0
+
+
+class Delay:
+    """A fixed delay of ``frames`` frames on blocks of ``[channels, block]`` (audio side: no
+    allocation beyond the block it returns)."""
+
+    def __init__(self, channels: int, frames: int, block: int) -> None:
+        self.frames = frames
+        self._line = np.zeros((channels, frames + block), dtype=np.float32)
+
+    def process(self, x: np.ndarray) -> np.ndarray:
+        line, frames = self._line, self.frames
+        line[:, frames:] = x
+        out = line[:, : x.shape[-1]].copy()
+        line[:, :frames] = line[:, x.shape[-1] :]
+        return out
+
+    def reset(self) -> None:
+        self._line.fill(0.0)
+
+
+@dataclass
+class _Input:
+    """One edge as its target reads it: from which output, delayed, scaled."""
+
+    source: str
+    gain: float
+    delay: Delay | None
+
+
+class Rack:
+    """Plays named ``nodes`` joined by ``edges`` (None: a chain in the nodes' order) on blocks
+    of ``[channels, frames]`` float32 audio.
+
+    The output fuse (``fuse``, limiting towards ``ceiling``) works on audio outputs only
+    (latent frames are not limited nor DC-blocked).
+    """
+
+    def __init__(
+        self,
+        nodes: Mapping[str, Node],
+        edges: Sequence[Edge] | None = None,
+        fuse: bool = True,
+        ceiling: float = 0.99,
+    ) -> None:
+        if not nodes:
+            raise BendingError("a rack plays at least one node")
+        names = list(nodes)
+        if edges is None:
+            ends = [IN, *names, OUT]
+            edges = [Edge(a, b) for a, b in zip(ends, ends[1:], strict=False)]
+        self.edges = list(edges)
+        self.nodes = dict(nodes)
+        #: The nodes in the order they play (each after every node feeding it).
+        self.order = _ordered(names, self.edges)
+        self._check_edges()
+        self.stats = EngineStats()
+        for node in self.nodes.values():
+            node.stats = self.stats
+            node.on_reset = self._reset_fuse
+        #: Copies of each block in and out for a meter (None: no copies; see ``engine.tap``).
+        self.tap: BlockTap | None = None
+        self._build_inputs()
+        self.fuse = (
+            OutputFuse(self.out_channels, self.sample_rate, ceiling)
+            if fuse and self.spec.out_ratio == 1
+            else None
+        )
+        self.time = 0
+        self._budget = self.block / self.sample_rate
+
+    def _into(self, target: str) -> list[Edge]:
+        return [edge for edge in self.edges if edge.target == target]
+
+    def _ports(self, target: str) -> set[tuple[int, int]]:
+        """What the edges into ``target`` carry, as (channels, ratio)."""
+        return {self._carried(edge.source) for edge in self._into(target)}
+
+    def _carried(self, source: str) -> tuple[int, int]:
+        """What ``source``'s output carries: (channels per stream, audio samples per frame)."""
+        if source == IN:
+            first = self.nodes[self._into_of_in()[0]]
+            return first.spec.in_channels, first.spec.in_ratio
+        spec = self.nodes[source].spec
+        return spec.out_channels, spec.out_ratio
+
+    def _into_of_in(self) -> list[str]:
+        return [edge.target for edge in self.edges if edge.source == IN and edge.target != OUT]
+
+    def _check_edges(self) -> None:
+        """Every edge joins outputs and inputs of the same channels, rate, block and sample
+        rate: refused here, naming the edge, before anything plays."""
+        first = next(iter(self.nodes.values()))
+        for name, node in self.nodes.items():
+            if (node.block, node.sample_rate, node.streams) != (
+                first.block,
+                first.sample_rate,
+                first.streams,
+            ):
+                raise BendingError(
+                    f"rack node '{name}' plays blocks of {node.block} at {node.sample_rate} Hz, "
+                    f"{node.streams} stream(s), and the first node {first.block} at "
+                    f"{first.sample_rate} Hz, {first.streams}: give the rack one block and rate"
+                )
+        if not self._into_of_in():
+            raise BendingError("no edge from 'in' into a node: the rack's input goes nowhere")
+        for edge in self.edges:
+            if edge.target == IN or edge.source == OUT:
+                raise BendingError(
+                    f"edge {edge.source} -> {edge.target}: 'in' only feeds, 'out' only takes"
+                )
+            carried = self._carried(edge.source)
+            if edge.target == OUT:
+                wanted = carried if len(self._ports(OUT)) == 1 else None
+            else:
+                spec = self.nodes[edge.target].spec
+                wanted = (spec.in_channels, spec.in_ratio)
+            if carried != wanted:
+                raise BendingError(
+                    f"edge {edge.source} -> {edge.target}: {edge.source} gives "
+                    f"{_carrying(carried)} and {edge.target} takes "
+                    f"{_carrying(wanted) if wanted else 'another signal from its other edges'}: "
+                    "join outputs to inputs of the same channels and rate (an encode's latent "
+                    "into a decode, audio into audio)"
+                )
+
+    def _build_inputs(self) -> None:
+        """Each target's inputs, with the delays that align its branches, and the latency at
+        each node's output (the longest path to it)."""
+        arrival: dict[str, int] = {IN: 0}
+        self._inputs: dict[str, list[_Input]] = {}
+        for target in [*self.order, OUT]:
+            edges = self._into(target)
+            latest = max(arrival[edge.source] for edge in edges)
+            channels, ratio = self._carried(edges[0].source)
+            inputs = []
+            for edge in edges:
+                lag = latest - arrival[edge.source]
+                if lag % ratio:
+                    raise BendingError(
+                        f"the branches into '{target}' differ by {lag} samples, not a whole "
+                        f"number of its frames ({ratio} samples each): they cannot be aligned"
+                    )
+                delay = (
+                    Delay(channels * self.streams, lag // ratio, self.block // ratio)
+                    if lag
+                    else None
+                )
+                inputs.append(_Input(edge.source, float(edge.gain), delay))
+            self._inputs[target] = inputs
+            if target != OUT:
+                arrival[target] = latest + self.nodes[target].latency
+        #: Samples from a sample in to its effect out: the sum along the longest path.
+        self.latency = max(arrival[edge.source] for edge in self._into(OUT))
+
+    def __getattr__(self, name: str) -> Any:
+        """A node's method or attribute asked of a rack of several (``/bend/...`` sent to the
+        rack, not to one of its nodes): refused, naming the nodes."""
+        if name.startswith("_") or "nodes" not in self.__dict__:
+            raise AttributeError(name)
+        raise BendingError(
+            f"this rack plays several nodes ({', '.join(self.nodes)}): send this to one of them, "
+            f"/<node>/... (its {name} is that node's)"
+        )
+
+    # -- what the rack plays -------------------------------------------------------------------
+
+    @property
+    def _first(self) -> Node:
+        return next(iter(self.nodes.values()))
+
+    @property
+    def block(self) -> int:
+        return self._first.block
+
+    @property
+    def sample_rate(self) -> int:
+        return self._first.sample_rate
+
+    @property
+    def spec(self) -> MethodSpec:
+        """Channels and ratios of the rack as one method: what ``in`` feeds, what ``out`` gets."""
+        in_channels, in_ratio = self._carried(IN)
+        out_channels, out_ratio = self._carried(self._into(OUT)[0].source)
+        return MethodSpec(in_channels, in_ratio, out_channels, out_ratio)
+
+    @property
+    def method(self) -> str:
+        """The nodes' methods, in order (one node: its method)."""
+        if len(self.nodes) == 1:
+            return self._first.method
+        return " -> ".join(f"{name} ({self.nodes[name].method})" for name in self.order)
+
+    @property
+    def in_channels(self) -> int:
+        return self.spec.in_channels * self.streams
+
+    @property
+    def in_frames(self) -> int:
+        return self.block // self.spec.in_ratio
+
+    @property
+    def out_channels(self) -> int:
+        return self.spec.out_channels * self.streams
+
+    @property
+    def out_frames(self) -> int:
+        return self.block // self.spec.out_ratio
+
+    @property
+    def streams(self) -> int:
+        return self._first.streams
+
+    @property
+    def adapts(self) -> bool:
+        """Made without ``streams``: the batch follows the channels ``engine(audio, sr)`` gets."""
+        return all(node.adapts for node in self.nodes.values())
+
+    def samples(self, seconds: float) -> int:
+        return int(round(seconds * self.sample_rate))
+
+    def set_streams(self, streams: int) -> None:
+        """Play ``streams`` streams from the next block on (see :meth:`Node.set_streams`);
+        another count than now starts from a clear streaming state and fuse."""
+        streams = _checked_streams(streams)
+        if streams == self.streams:
+            return
+        done: list[tuple[Node, int]] = []
+        try:
+            for node in self.nodes.values():
+                before = node.streams
+                node.set_streams(streams)
+                done.append((node, before))
+        except BaseException:
+            for node, before in reversed(done):  # what was rebuilt plays what it did
+                node.set_streams(before)
+            raise
+        self._build_inputs()
+        if self.fuse is not None:
+            self.fuse = OutputFuse(self.out_channels, self.sample_rate, self.fuse.ceiling)
+
+    # -- the audio side ------------------------------------------------------------------------
+
+    def process(self, block: np.ndarray) -> np.ndarray:
+        """Apply due changes, run one block through every node, fuse. A block of another shape
+        raises a BendingError; a failing model call outputs the dry signal (or silence) and
+        counts."""
+        started = time.perf_counter()
+        dry = np.asarray(block, dtype=np.float32)
+        outputs = {IN: dry}
+        for name in self.order:
+            outputs[name] = self.nodes[name].process(self._gathered(name, outputs))
+        out = self._gathered(OUT, outputs)
+        if self.fuse is not None:
+            out = self.fuse.process(out)
+        if self.tap is not None:
+            self.tap.record(dry, out)
+        self.time += self.block
+        self.stats.record(time.perf_counter() - started, self._budget)
+        return out
+
+    def _gathered(self, target: str, outputs: dict[str, np.ndarray]) -> np.ndarray:
+        """The sum of ``target``'s inputs, each delayed and scaled (one plain edge: as it is)."""
+        total = None
+        for edge in self._inputs[target]:
+            x = outputs[edge.source]
+            if edge.delay is not None:
+                x = edge.delay.process(x)
+            if edge.gain != 1.0:
+                x = x * np.float32(edge.gain)
+            total = x if total is None else total + x
+        return total
+
+    def stream(self, audio: np.ndarray) -> Iterator[np.ndarray]:
+        """:meth:`process` over ``audio`` [channels, frames], block after block: the last block is
+        padded with silence and its output cut to the input's length."""
+        frames = audio.shape[-1]
+        for start in range(0, frames, self.block):
+            chunk = audio[:, start : start + self.block]
+            if chunk.shape[-1] < self.block:
+                chunk = np.pad(chunk, ((0, 0), (0, self.block - chunk.shape[-1])))
+            out = self.process(np.ascontiguousarray(chunk, dtype=np.float32))
+            yield out[:, : min(self.block, frames - start)]
+
+    def __call__(
+        self, audio: np.ndarray | torch.Tensor, sample_rate: int, reset: bool = True
+    ) -> np.ndarray | torch.Tensor:
+        """Play a whole signal, as pedalboard's ``board(audio, sr)``: a numpy array or tensor,
+        ``[channels, frames]`` or 1-D mono, at ``sample_rate`` (resampled to the model's and
+        back with soxr); returns the same type, shape and rate. ``reset=False`` continues the
+        stream of the last call (joins are exact where calls are whole blocks long)."""
+        if self.spec.in_ratio != 1 or self.spec.out_ratio != 1:
+            raise BendingError(f"engine(audio, sr) plays audio methods; '{self.method}' is not")
+        tensor = audio if isinstance(audio, torch.Tensor) else None
+        signal = audio.detach().cpu().numpy() if tensor is not None else np.asarray(audio)
+        mono = signal.ndim == 1
+        signal = signal[None] if mono else signal
+        per_stream = self.spec.in_channels
+        if signal.ndim == 2 and self.adapts and reset and signal.shape[0] % per_stream == 0:
+            self.set_streams(max(1, signal.shape[0] // per_stream))
+        if signal.ndim != 2 or signal.shape[0] != self.in_channels:
+            raise BendingError(
+                f"this engine plays {self.in_channels} channel(s) ([{self.in_channels}, frames], "
+                f"or 1-D for one), got {list(np.shape(audio))}: " + self._channels_hint(reset)
+            )
+        if reset:
+            self.reset_state()
+        frames = signal.shape[-1]
+        played = resample_audio(signal.astype(np.float32), int(sample_rate), self.sample_rate)
+        out = np.zeros((self.out_channels, played.shape[-1]), dtype=np.float32)
+        position = 0
+        for block in self.stream(played):
+            out[:, position : position + block.shape[-1]] = block
+            position += block.shape[-1]
+        out = fit_length(resample_audio(out, self.sample_rate, int(sample_rate)), frames)
+        if self.fuse is not None and int(sample_rate) != self.sample_rate:
+            self.fuse.hold(out)  # the resampler may overshoot the ceiling
+        out = out[0] if mono and self.out_channels == 1 else out
+        if tensor is None:
+            return out
+        return torch.from_numpy(np.ascontiguousarray(out)).to(tensor.device, tensor.dtype)
+
+    def _channels_hint(self, reset: bool) -> str:
+        """What to do when ``engine(audio, sr)`` gets a channel count it cannot play."""
+        if not self.adapts:
+            return "make it without streams to play any number of channels, one stream each"
+        if not reset:
+            return "reset=True starts a stream with another number of channels"
+        first = self.nodes[self._into_of_in()[0]]
+        return f"model '{first.model.name}' takes {first.spec.in_channels} channel(s) a stream"
+
+    def apply_due(self) -> None:
+        """Apply the changes due at this block on every node (the first step of each node's
+        ``process``)."""
+        for node in self.nodes.values():
+            node.apply_due()
+
+    def _reset_fuse(self) -> None:
+        if self.fuse is not None:
+            self.fuse.reset()
+
+    def reset_state(self) -> None:
+        """Clear every node's streaming state (caches) and the fuse's filter, right now."""
+        for node in self.nodes.values():
+            node.reset_state()
+        for inputs in self._inputs.values():
+            for edge in inputs:
+                if edge.delay is not None:
+                    edge.delay.reset()
+        self._reset_fuse()
+
+    # -- the control side ----------------------------------------------------------------------
+
+    def collect(self) -> None:
+        """Free what applied changes replaced, on every node (control side)."""
+        for node in self.nodes.values():
+            node.collect()
+
+    def failures(self) -> list[str]:
+        """Failures the audio side met since the last call (each kind once), to report."""
+        if len(self.nodes) == 1:
+            return self._first.failures()
+        return [f"{name}: {line}" for name, node in self.nodes.items() for line in node.failures()]
+
+    def stats_dict(self) -> dict[str, float]:
+        fuse = self.fuse
+        return {
+            "blocks": self.stats.blocks,
+            "late": self.stats.late,
+            "errors": self.stats.errors,
+            **self.stats.compute_ms(),
+            "nan": fuse.nonfinite_samples if fuse else 0,
+            "limited": fuse.limited_samples if fuse else 0,
+            "commands": sum(node.commands.applied for node in self.nodes.values()),
+            "pending": sum(node.commands.pending() for node in self.nodes.values()),
+        }
+
+
+def _carrying(carried: tuple[int, int]) -> str:
+    channels, ratio = carried
+    rate = "audio" if ratio == 1 else f"frames at 1/{ratio} of the audio rate"
+    return f"{channels} channel(s) of {rate}"
+
+
+def _ordered(names: list[str], edges: Sequence[Edge]) -> list[str]:
+    """The nodes in an order where each comes after every node feeding it; refuses unknown
+    names, cycles, and nodes that nothing feeds or whose output goes nowhere."""
+    known = {IN, OUT, *names}
+    for edge in edges:
+        for end in (edge.source, edge.target):
+            if end not in known:
+                raise BendingError(
+                    f"edge {edge.source} -> {edge.target}: no node '{end}' (nodes: "
+                    f"{', '.join(names)}; 'in' and 'out' are the rack's input and output)"
+                )
+    for name in [*names, OUT]:
+        if not any(edge.target == name for edge in edges):
+            raise BendingError(f"nothing feeds '{name}': add an edge into it")
+    for name in names:
+        if not any(edge.source == name for edge in edges):
+            raise BendingError(f"the output of '{name}' goes nowhere: add an edge from it")
+    order: list[str] = []
+    placed = {IN}
+    while len(order) < len(names):
+        ready = [
+            name
+            for name in names
+            if name not in placed
+            and all(edge.source in placed for edge in edges if edge.target == name)
+        ]
+        if not ready:
+            left = [name for name in names if name not in placed]
+            raise BendingError(
+                f"the edges make a loop through {', '.join(left)}: a rack is "
+                "played in one pass, with no feedback"
+            )
+        order.extend(ready)
+        placed.update(ready)
+    return order

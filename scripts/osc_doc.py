@@ -75,7 +75,7 @@ NOTES = """
 | `/midi/list count port learning` | `/midi/list`, after one `/midi/mapping` per mapping |
 | `/midi/unmapped count` | `/midi/unmap [address]` |
 | `/midi/saved name` | `/midi/save name` |
-| `/model/loaded name probe_s load_s warm_s` | `/model/load model [preset]`: the new model plays (seconds its probe, load and warm-up took; `probe_s` -1: not probed) |
+| `/model/loaded name probe_s load_s warm_s` | `/model/load`: it plays (seconds; -1: no probe) |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |
 
 `/stats` keys: `blocks` (blocks computed), `latency` (samples from input to output before the

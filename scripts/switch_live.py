@@ -67,7 +67,7 @@ def stats(sock: socket.socket, port: int) -> dict:
 
 def alone(model: str, audio: np.ndarray, block: int, warm: int, frames: int) -> np.ndarray:
     """``frames`` of ``model`` on ``audio`` looped, after ``warm`` blocks of silence, offline."""
-    engine = StreamEngine(model, block=block, preset="none", streams=1)
+    engine = StreamEngine(model, block=block, streams=1)  # no preset, as served
     silence = np.zeros((1, block), np.float32)
     for _ in range(warm):
         engine.process(silence)
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="new", default="wavae")
     parser.add_argument("--block", type=int, default=256)
     parser.add_argument("--xfade-ms", type=float, default=50.0)
+    parser.add_argument("--ahead", type=int, help="serve's --ahead (default: serve's)")
     parser.add_argument("--before", type=float, default=3.0, help="seconds before the switch")
     parser.add_argument("--after", type=float, default=3.0, help="seconds after it")
     args = parser.parse_args(argv)
@@ -101,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             model=args.old, preset="none", audio="jack", block=block,
             input=str(folder / "input.wav"), record=str(record), osc_port=0,
             oscquery_port=0, reply_port=replies.getsockname()[1], xfade_ms=args.xfade_ms,
+            ahead=args.ahead,
         )  # fmt: skip
         server = Server(options)
         first = server.engine.time  # the ring's warm-up blocks are not recorded
@@ -134,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     budget = 1000 * block / RATE
     print(
         f"switch {args.old} -> {args.new} at block {block} ({budget:.2f} ms), --xfade-ms "
-        f"{args.xfade_ms:g}, on JACK's dummy driver at {RATE} Hz\n"
+        f"{args.xfade_ms:g}, ring mode {server.backend.ahead} blocks ahead, on JACK's dummy "
+        f"driver at {RATE} Hz\n"
         f"run: {after['blocks']} blocks, xruns {after['xruns']} (during the load and switch: "
         f"{after['xruns'] - before['xruns']}), late {after['late'] - before['late']} of "
         f"{after['blocks'] - before['blocks']} since the load began, errors {after['errors']}, "
-        f"underruns {after.get('underruns', 0)}\n"
+        f"underruns {after.get('underruns', 0)} (during the load and switch: "
+        f"{after.get('underruns', 0) - before.get('underruns', 0)})\n"
         f"load: probe {loaded[1]:g} s (-1: not probed), load {loaded[2]:g} s, warm-up "
         f"{loaded[3]:g} s; crossfade from engine sample {at} ({fade // block} blocks)\n"
         f"compute ms of the blocks around it (* both models): {' '.join(rows)}; the "

@@ -388,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--trust-model",
         action="store_true",
         help="skip the probe that first loads and calls a model that is not shipped in a child "
-        "process, to name a model whose code kills its process (docs/engine.md)",
+        "process, to name a model whose code kills its process (docs/engine.md); serve: also "
+        "for /model/load",
     )
     versions = argparse.ArgumentParser(add_help=False)
     versions.add_argument(

@@ -149,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{before['blocks']} blocks before: p50 {np.median(times[: index - 4]):.2f} max "
         f"{times[: index - 4].max():.2f}\n"
         f"recording before the switch against {args.old} alone offline: largest difference "
-        f"{same:.2g}\n"
+        f"{same:.2g}"
+        + (" (0: aligned)" if not after.get("underruns") else " (underruns shifted it)")
+        + "\n"
         f"largest sample step from a block before the crossfade to a block after: recorded "
         f"{step(recorded[:, window]):.4f}; {args.old} alone {step(old[:, window]):.4f}, "
         f"{args.new} alone {step(new[:, window]):.4f} (the same input); the crossfade allows "

@@ -13,12 +13,15 @@ here. Any refusal leaves the old model playing and says why.
 
 from __future__ import annotations
 
+import gc
 import time
+import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from .engine import StreamEngine
 from .engine.switch import EngineSlot
@@ -159,6 +162,53 @@ class ModelSwitcher:
         return not self.slot.busy
 
     def _free(self) -> None:
-        """Drop the engines the slot replaced (control side), so their memory goes."""
+        """Free the engines the slot replaced (control side)."""
         for engine in self.slot.take_retired():
-            engine.collect()  # what its own changes replaced; the engine goes with this reference
+            engine.collect()  # what its own changes replaced
+            release(engine, self.slot.engine)
+
+
+def release(engine: StreamEngine, keep: object) -> None:
+    """Empty the storage of every tensor a replaced engine holds that ``keep`` (the engine that
+    plays) does not. A server keeps what it loaded out of the collector (``gc.freeze``: a full
+    collection holds the interpreter for a second), so the reference cycles of an engine (its
+    graphs, bound methods) are never collected: its tensors, the bulk of its memory, are freed
+    here, on the control side."""
+    kept = {id(tensor) for tensor in _tensors(keep)}
+    empty = torch.empty(0)
+    with torch.no_grad():
+        for tensor in _tensors(engine):
+            if id(tensor) not in kept:
+                tensor.data = empty
+
+
+def _tensors(root: object) -> list[torch.Tensor]:
+    """The tensors reachable from ``root`` through objects, containers and modules, not through
+    classes, Python modules or functions (what every engine shares)."""
+    seen: set[int] = set()
+    found: list[torch.Tensor] = []
+    stack = [root]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, _SHARED):
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+            continue
+        stack.extend(gc.get_referents(item))
+        if len(seen) % 4096 == 0:
+            breathe()
+    return found
+
+
+#: What :func:`_tensors` does not walk through.
+_SHARED = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.CodeType,
+    types.FrameType,
+    types.GeneratorType,
+)

@@ -143,7 +143,7 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
             address, message = replies.wait_for("/error", timeout=30)
             assert "values that are not finite" in message and "blocks of the input" in message
             server.controller.switcher.trust = False
-            before = stats(port, replies)
+            before, drive = stats(port, replies), server.engine
             oscsend(port, "/model/load", "s", "wavae")
             loaded = replies.wait_for("/model/loaded", timeout=30)
             time.sleep(0.3)
@@ -155,3 +155,5 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
     assert server.slot.swapped_at % BLOCK == 0
     assert after["xruns"] - before["xruns"] == 0 and after["errors"] == 0
     assert output_level(server) > 0.01
+    weights = [*drive.model.module.parameters(), *drive.bended.weight_bank.slots.values()]
+    assert weights and all(w.numel() == 0 for w in weights), "drive's memory was freed"

@@ -171,7 +171,7 @@ class EngineSlot:
         self._position = end
         if end >= len(fade_in):  # the new engine plays alone from the next block
             new.stats, new.tap, old.tap = old.stats, old.tap, None
-            self.engine, self._fading = new, None
             self.retired.append(old)
             self.swaps += 1
+            self.engine, self._fading = new, None
         return out

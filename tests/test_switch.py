@@ -2,8 +2,10 @@
 server playing through a dummy JACK server, sent with ``oscsend``: bad models answered with
 ``/error`` while the old model plays on, a good one crossfaded in without an xrun."""
 
+import json
 import math
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -157,3 +159,33 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
     assert output_level(server) > 0.01
     weights = [*drive.model.module.parameters(), *drive.bended.weight_bank.slots.values()]
     assert weights and all(w.numel() == 0 for w in weights), "drive's memory was freed"
+
+
+def test_the_controller_oscquery_and_the_page_follow_the_new_model(replies):
+    """drive (preset drive) -> wavae with its own preset: /list, /get, the OSCQuery namespace
+    and the page's meters are the new model's; /stats counts on; drive's addresses are gone."""
+    options = ServeOptions(
+        model="drive", preset="drive", audio="null", block=BLOCK, osc_port=0,
+        reply_port=replies.port, zeroconf=False,
+    )  # fmt: skip
+    with Server(options) as server:
+        port, url = server.osc.port, server.oscquery.url
+        time.sleep(0.2)
+        blocks = stats(port, replies)["blocks"]
+        oscsend(port, "/model/load", "s", "wavae")
+        assert replies.wait_for("/model/loaded", timeout=60)[0] == "wavae"
+        oscsend(port, "/list", "s", "bends")
+        bends = replies.wait_for("/list/bends")
+        oscsend(port, "/get/bend/lfo/depth")
+        gone = replies.wait_for("/error")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # OSCQuery looks at the engine's state 10 times a second
+            with urllib.request.urlopen(f"{url}/bend", timeout=5) as response:
+                namespace = set(json.load(response)["CONTENTS"])
+            if "latent" in namespace:
+                break
+            time.sleep(0.1)
+        assert server.meters.engine is server.engine and stats(port, replies)["blocks"] > blocks
+    assert sorted(bends) == ["/bend/latent/std", "/bend/mask/prob"]
+    assert gone[0] == "/get/bend/lfo/depth" and "lfo" in gone[1]
+    assert namespace == {"latent", "mask", "add", "remove", "clear"}

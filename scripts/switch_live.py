@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{times[: index - 4].max():.2f}\n"
         f"recording before the switch against {args.old} alone offline: largest difference "
         f"{same:.2g}"
-        + (" (0: aligned)" if not after.get("underruns") else " (underruns shifted it)")
+        + (" (aligned)" if same < 1e-6 else " (an underrun before the switch shifted it)")
         + "\n"
         f"largest sample step from a block before the crossfade to a block after: recorded "
         f"{step(recorded[:, window]):.4f}; {args.old} alone {step(old[:, window]):.4f}, "

@@ -100,8 +100,12 @@ def bad_models(folder):
     truncated = folder / "truncated.ts"
     torch.jit.script(torch.nn.Conv1d(1, 1, 1)).save(str(truncated))
     truncated.write_bytes(truncated.read_bytes()[:300])
+    other_rate = crashing_model(folder / "rate")
+    manifest = other_rate / "manifest.toml"
+    manifest.write_text("sample_rate = 44100\n" + manifest.read_text())
     return [
         (str(folder / "no-such-model"), "no model at"),
+        (str(other_rate), "runs at 44100 Hz; the server plays 48000 Hz"),
         (str(truncated), "not a TorchScript file"),
         (str(crashing_model(folder / "aborts", top="os.abort()")), "killed by SIGABRT"),
         (str(crashing_model(folder / "nan", call="x = x * float('nan')")), "not finite"),

@@ -76,6 +76,7 @@ class ModelSwitcher:
     def load(self, source: str, preset: str | None = None) -> Loaded:
         """Probe, load, check and warm up ``source`` (with ``preset``), swap it in and wait for
         the crossfade; a BendingError (the old model still playing) says why not."""
+        self.slot.check_idle()
         if not source.strip():
             raise BendingError("/model/load takes a model: a name, a model folder or a .ts file")
         self._free()

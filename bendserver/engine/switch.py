@@ -4,7 +4,7 @@ The audio side calls :meth:`EngineSlot.process` as it would call the engine's. T
 prepares a new engine (loaded, traced, warmed up on the slot's recent input) and hands it over
 with :meth:`EngineSlot.swap`; the next block (a block boundary) starts the crossfade: for
 ``fade`` frames both engines run on the same input and their outputs are mixed with an
-equal-power (or linear) curve prepared on the control side, then the new engine plays alone and
+equal-power curve prepared on the control side, then the new engine plays alone and
 the old one waits in :attr:`EngineSlot.retired` for the control side to free it. The audio side
 only calls the engines, multiplies by the curve and writes references.
 """
@@ -17,12 +17,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..errors import BendingError
 from .stats import EngineStats
 from .tap import BlockTap
-
-#: The crossfade curves: ``equal-power`` (sine and cosine: constant power for unrelated outputs,
-#: what two models give) and ``linear`` (constant amplitude for outputs that agree).
-CURVES = ("equal-power", "linear")
 
 
 class Playable(Protocol):
@@ -68,14 +65,11 @@ class EngineSlot:
     ``fade_ms`` milliseconds (0: at the boundary, no fade). ``recent`` keeps the last blocks in
     and out (the new engine warms up on them)."""
 
-    def __init__(self, engine: Playable, fade_ms: float = 50.0, curve: str = "equal-power") -> None:
+    def __init__(self, engine: Playable, fade_ms: float = 50.0) -> None:
         if not math.isfinite(fade_ms) or fade_ms < 0:
-            raise ValueError(f"a crossfade is a finite number of ms >= 0, got {fade_ms!r}")
-        if curve not in CURVES:
-            raise ValueError(f"the crossfade curve is one of {CURVES}, not {curve!r}")
+            raise BendingError(f"a crossfade is a finite number of ms >= 0, got {fade_ms!r}")
         self.engine = engine
         self.fade_ms = fade_ms
-        self.curve = curve
         self.recent = BlockTap(engine.in_channels, engine.out_channels)
         #: Engines that played and were replaced, for the control side to free.
         self.retired: collections.deque[Playable] = collections.deque()
@@ -127,18 +121,23 @@ class EngineSlot:
         """Play ``engine`` from the next block on, crossfaded (control side). It must play what
         the slot plays (block, rate, channels: the caller checks, with a message); its block
         times count in the playing engine's statistics from now on."""
-        if self.busy:
-            raise RuntimeError("a swap is under way: wait until busy is False")
+        self.check_idle()
         frames = round(self.fade_ms * self.sample_rate / 1000)
         length = max(1, math.ceil(frames / self.block)) * self.block
         ramp = np.clip((np.arange(length, dtype=np.float64) + 1) / max(frames, 1), 0.0, 1.0)
-        if self.curve == "equal-power":
-            fade_in, fade_out = np.sin(0.5 * np.pi * ramp), np.cos(0.5 * np.pi * ramp)
-        else:
-            fade_in, fade_out = ramp, 1.0 - ramp
+        # equal power (sine and cosine): two models' outputs are unrelated, their powers add
+        fade_in, fade_out = np.sin(0.5 * np.pi * ramp), np.cos(0.5 * np.pi * ramp)
         engine.stats = JoinedStats(self.engine.stats)
         engine.time = self.engine.time
         self._incoming = (engine, fade_in.astype(np.float32), fade_out.astype(np.float32))
+
+    def check_idle(self) -> None:
+        """Refuse a swap while the last one has not finished its crossfade."""
+        if self.busy:
+            raise BendingError(
+                "the last model loaded is not playing yet (is the audio running?): load another "
+                "once it plays"
+            )
 
     def take_retired(self) -> list[Playable]:
         """The engines replaced so far (control side: dropping them frees them)."""

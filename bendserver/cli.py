@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -38,6 +39,17 @@ def _whole(text: str, least: int) -> int:
 def _positive(text: str) -> int:
     """An argument that is a whole number above 0."""
     return _whole(text, 1)
+
+
+def _milliseconds(text: str) -> float:
+    """An argument that is a finite number of milliseconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of ms is expected, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a finite number of ms from 0 is expected, got {text}")
+    return value
 
 
 def _blocks(text: str) -> list[int]:
@@ -431,7 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--trust-model",
         action="store_true",
         help="skip the probe that first loads and calls a model that is not shipped in a child "
-        "process, to name a model whose code kills its process (docs/engine.md)",
+        "process, to name a model whose code kills its process (docs/engine.md); serve: also "
+        "for /model/load",
     )
     versions = argparse.ArgumentParser(add_help=False)
     versions.add_argument(
@@ -520,6 +533,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         help="channels played, one stream of the model each (default: the --input file's; "
         "one for silence or a device)",
+    )
+    serve.add_argument(
+        "--xfade-ms",
+        type=_milliseconds,
+        default=50.0,
+        help="/model/load crossfades from the playing model to the new one over this many ms "
+        "(default 50; 0: at a block boundary, no fade)",
     )
     serve.add_argument("--record", help="write the output to this sound file")
     serve.add_argument("--force", action="store_true", help="overwrite the --record file")

@@ -170,6 +170,9 @@ class Controller:
         self.midi_folder = user_dir() / "midi"  #: where ``/midi/save`` and ``/midi/load`` go
         self.midi_port: str | None = None  #: the MIDI input's name, set by the input when open
         self._nodes: dict[str, Controller] = {}  #: a controller per rack node addressed
+        #: What ``/model/load`` swaps models with (a server's :class:`ModelSwitcher`; None: it
+        #: is refused).
+        self.switcher: Any = None
 
     def dispatch(
         self,
@@ -511,6 +514,20 @@ def _midi_program(ctl: Controller, m: Match, args: list[Any], at: int | None) ->
     _preset_load(ctl, m, [names[number]], at)
 
 
+def _model_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    if ctl.switcher is None:
+        raise BendingError("/model/load needs a live server (bendserver serve)")
+    source, *preset = args
+    if preset:
+        check_name(preset[0])
+    loaded = ctl.switcher.load(source, preset[0] if preset else None)
+    if loaded.mappings:  # a preset without mappings keeps those playing
+        ctl.midi.replace(loaded.mappings)
+    probe = -1.0 if loaded.probe_s is None else round(loaded.probe_s, 3)
+    timings = [probe, round(loaded.load_s, 3), round(loaded.warm_s, 3)]
+    return [("/model/loaded", [loaded.engine.model.name, *timings])]
+
+
 def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     stats = ctl.engine.stats_dict()
     ordered = {"blocks": stats.pop("blocks"), **(ctl.counters() if ctl.counters else {}), **stats}
@@ -648,6 +665,14 @@ ADDRESSES: tuple[Address, ...] = (
         query=True,
     ),
     Address("/ping", Schema(), "reply /pong", _ping, query=True),
+    Address(
+        "/model/load",
+        Schema((Arg("model", "text"),), (Arg("preset", "text"),)),
+        "swap in another model live (name, folder or .ts; its own preset, or the one named, "
+        "none: no preset): probed in a child process, warmed up, crossfaded over --xfade-ms; "
+        "reply /model/loaded name probe_s load_s warm_s (probe_s -1: not probed)",
+        _model_load,
+    ),
     Address(
         "/midi/learn",
         Schema((Arg("address", "text"),), _MIDI_OPTIONS),

@@ -8,6 +8,12 @@ probe costs one load and one call, not a new interpreter), and a child that dies
 :class:`ModelCrashed` naming the model, what happened (signal, exit code), where in the model's
 code, and that it is the model's code, not bendserver. Shipped models are bendserver's own and
 are not probed; ``--trust-model`` skips the probe for others.
+
+``check=True`` (a live server's ``/model/load``, which must not load into the process that plays
+what it has not seen work) also refuses a model the child could not load (a truncated or corrupt
+``.ts``, a file torch cannot read, a Python error) or whose first call gives the wrong shape or
+values that are not finite, with the reason the child met; the waiting lets long work breathe
+(:mod:`bendserver.slices`), so a control worker answers queries meanwhile.
 """
 
 from __future__ import annotations
@@ -24,23 +30,39 @@ from pathlib import Path
 
 import torch
 
-from .errors import ModelCrashed
+from .errors import BendingError, ModelCrashed, describe
 from .loader import TORCHSCRIPT_SUFFIXES, load_model, model_location
 from .paths import PACKAGE, SHIPPED_MODELS
+from .slices import breathe
 
 #: Seconds the child may take (loading a large model included); past that it is stopped and
 #: the command goes on without the probe's answer.
 TIMEOUT = 120.0
+#: How the child's last line on its steps pipe starts when the model failed without dying.
+_FAILED = "failed: "
+#: Seconds between two looks at the child while waiting (each a point where work may breathe).
+_POLL = 0.02
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
 
 
-def probe_model(source: str, search: Iterable[str | Path] = ()) -> None:
-    """Load ``source`` and call each of its methods once in a forked child; raise
-    :class:`ModelCrashed` if that kills the child. A Python error in the child is left to the
-    command's own load to report. Shipped models are not probed."""
+def probe_model(
+    source: str,
+    search: Iterable[str | Path] = (),
+    check: bool = False,
+    block: int | None = None,
+    shipped: bool = False,
+) -> bool:
+    """Load ``source`` and call each of its methods once (on blocks of ``block`` frames, None:
+    the model's own) in a forked child; raise :class:`ModelCrashed` if that kills the child.
+    A Python error in the child is left to the command's own load to report, unless ``check``:
+    then it, an output of the wrong shape or not finite, and a child that does not finish are
+    a BendingError. Shipped models are not probed, unless ``shipped`` (to measure the cost);
+    nor is a source that names no file (its load says so). Returns whether it probed."""
     location = model_location(source, search)
-    if location is None or location.resolve().is_relative_to(SHIPPED_MODELS.resolve()):
-        return
+    if location is None:
+        return False
+    if not shipped and location.resolve().is_relative_to(SHIPPED_MODELS.resolve()):
+        return False
     steps_read, steps_write = os.pipe()
     trace_read, trace_write = os.pipe()
     sys.stdout.flush()
@@ -49,7 +71,7 @@ def probe_model(source: str, search: Iterable[str | Path] = ()) -> None:
     if pid == 0:  # the child: never returns
         os.close(steps_read)
         os.close(trace_read)
-        _child(source, search, steps_write, trace_write)
+        _child(source, search, block, steps_write, trace_write)
     os.close(steps_write)
     os.close(trace_write)
     try:
@@ -57,29 +79,53 @@ def probe_model(source: str, search: Iterable[str | Path] = ()) -> None:
     finally:
         os.close(steps_read)
         os.close(trace_read)
-    if status is None or status == 0:
-        return
-    step = steps.splitlines()[-1] if steps else "starting"
-    raise ModelCrashed(_verdict(source, location, step, status, trace))
+    last = steps.splitlines()[-1] if steps else "starting"
+    if status is None:
+        if check:
+            raise BendingError(
+                f"model {source!r}: loading it and calling it once took longer than "
+                f"{TIMEOUT:g} s in a child process; nothing was loaded"
+            )
+        return True
+    if status != 0:
+        raise ModelCrashed(_verdict(source, location, last, status, trace))
+    if check and last.startswith(_FAILED):
+        raise BendingError(f"model {source!r}: {last[len(_FAILED) :]} (nothing was loaded)")
+    return True
 
 
-def _child(source: str, search: Iterable[str | Path], steps: int, trace: int) -> None:
-    """Load the model, call each method on zeros, saying each step on ``steps``; a fatal signal
-    writes the Python stack to ``trace``. Exits 0 unless the model's code ends the process."""
+def _child(
+    source: str, search: Iterable[str | Path], frames: int | None, steps: int, trace: int
+) -> None:
+    """Load the model, call each method on zeros, saying each step on ``steps`` and, last, why
+    it failed (an error, an output of the wrong shape or not finite); a fatal signal writes the
+    Python stack to ``trace``. Exits 0 unless the model's code ends the process."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # prints come once
         faulthandler.enable(file=trace, all_threads=False)
         torch.set_num_threads(1)
         os.write(steps, b"while loading it\n")
         model = load_model(source, search=search, latency=0)  # the command's load measures it
+        block = frames or model.block
         for name, spec in model.methods.items():
             os.write(steps, f"at the first call of {name}()\n".encode())
-            block = torch.zeros(1, spec.in_channels, model.block // spec.in_ratio)
+            zeros = torch.zeros(1, spec.in_channels, block // spec.in_ratio)
             with torch.inference_mode():
-                getattr(model.module, name)(block)
-    except BaseException:  # an error, not a death: the command's own load reports it
-        pass
+                out = getattr(model.module, name)(zeros)
+            _check_output(name, out, [1, spec.out_channels, block // spec.out_ratio])
+    except BaseException as error:  # an error, not a death: said, for ``check``
+        os.write(steps, f"{_FAILED}{describe(error)}\n".encode(errors="replace"))
     os._exit(0)
+
+
+def _check_output(name: str, out: object, wanted: list[int]) -> None:
+    """Refuse an output that is no tensor of the shape ``wanted``, or has values not finite."""
+    if not isinstance(out, torch.Tensor):
+        raise BendingError(f"{name}() returned a {type(out).__name__}, not a tensor")
+    if list(out.shape) != wanted:
+        raise BendingError(f"{name}() gave {list(out.shape)} for a block, not {wanted}")
+    if not bool(torch.isfinite(out).all()):
+        raise BendingError(f"{name}() gave values that are not finite (NaN or infinite)")
 
 
 def _wait(pid: int, steps: int, trace: int) -> tuple[str, str, int | None]:
@@ -89,19 +135,25 @@ def _wait(pid: int, steps: int, trace: int) -> tuple[str, str, int | None]:
     chunks: dict[int, list[bytes]] = {steps: [], trace: []}
     open_fds = [steps, trace]
     deadline = time.monotonic() + TIMEOUT
-    while open_fds:
-        left = deadline - time.monotonic()
-        ready, _, _ = select.select(open_fds, [], [], max(0.0, left))
-        if not ready:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+    try:
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select(open_fds, [], [], min(left, _POLL))
+            breathe()  # may raise: the work waiting is stopped
+            for fd in ready:
+                data = os.read(fd, 65536)
+                if data:
+                    chunks[fd].append(data)
+                else:
+                    open_fds.remove(fd)
+    except BaseException as error:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        if isinstance(error, TimeoutError):
             return "", "", None
-        for fd in ready:
-            data = os.read(fd, 65536)
-            if data:
-                chunks[fd].append(data)
-            else:
-                open_fds.remove(fd)
+        raise
     _, status = os.waitpid(pid, 0)
     text = {fd: b"".join(parts).decode(errors="replace") for fd, parts in chunks.items()}
     return text[steps], text[trace], os.waitstatus_to_exitcode(status)

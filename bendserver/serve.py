@@ -14,7 +14,7 @@ import logging
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from .audio.ring import RingBackend
 from .audiofile import sound_info, streams_for
 from .control import Controller
 from .engine import StreamEngine
+from .engine.switch import EngineSlot
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
 from .midi import MidiInput
@@ -47,6 +48,7 @@ from .midimap import Mapping
 from .osc import OscService
 from .osc.oscquery import OscQueryService
 from .presets import load_preset, preset_for
+from .switching import ModelSwitcher
 from .ui import Meters
 
 log = logging.getLogger("bendserver.serve")
@@ -101,6 +103,8 @@ class ServeOptions:
     version: list[str] = field(default_factory=list)  #: weight files added as versions
     latency: int | None = None  #: the model's latency in samples (None: its own, or measured)
     midi: str | None = None  #: a MIDI input: "" a virtual port, else part of a port's name
+    xfade_ms: float = 50.0  #: ``/model/load``'s crossfade from the old model to the new
+    trust_model: bool = False  #: ``/model/load`` skips the probe in a child process
 
 
 class Server:
@@ -113,12 +117,10 @@ class Server:
         mappings: list[Mapping] = []  # the MIDI mappings of the preset it starts with
         if engine is None:
             engine, mappings = _engine(options)
-        self.engine = engine
-        if self.engine.spec.in_ratio != 1 or self.engine.spec.out_ratio != 1:
-            raise BendingError(
-                f"serve plays audio-to-audio methods; '{self.engine.method}' is not one"
-            )
-        engine = self.engine
+        if engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1:
+            raise BendingError(f"serve plays audio-to-audio methods; '{engine.method}' is not one")
+        #: The engine that plays, swapped live by ``/model/load``; the audio path plays the slot.
+        self.slot = EngineSlot(engine, options.xfade_ms)
         self.fallback = options.audio is None and not has_default_output()
         null = options.audio == "null" or self.fallback
         self.mode = options.latency_mode or ("direct" if null else "ring")
@@ -135,11 +137,15 @@ class Server:
         self.processor: Any = None
         if not ring:
             processor_class = DirectProcessor if self.mode == "direct" else ThreadedProcessor
-            self.processor = processor_class(engine, self.device_block, self.gate)
+            self.processor = processor_class(self.slot, self.device_block, self.gate)
         frames = engine.block if ring else self.device_block
         self.source, device_input = _source(options.input, engine, frames)
         self.controller = Controller(engine, counters=self.counters)
         self.controller.midi.replace(mappings)
+        self.controller.switcher = ModelSwitcher(
+            self.slot, self._build, options.models_dir, options.trust_model, [self._follow]
+        )
+        self.meters: Meters | None = None
         self.midi: MidiInput | None = None
         self._parts: list[Any] = []  # what to stop, in order
         self.recorder: Recorder | None = None
@@ -163,7 +169,7 @@ class Server:
                 self._parts.append(self.oscquery)
             if ring:
                 self.backend = self.callback = RingBackend(
-                    engine,
+                    self.slot,
                     self.source,
                     self.clock,
                     self.gate,
@@ -206,7 +212,7 @@ class Server:
         if port is None:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
         name = f"bendserver {self.engine.model.name}"
-        meters = Meters(self.engine, self.counters)  # the control page's
+        meters = self.meters = Meters(self.engine, self.counters)  # the control page's
         make = lambda p: OscQueryService(
             self.controller, options.osc_host, p, self.osc.port, self.gate, name,
             options.zeroconf, options.allow, self.osc.submit, meters,
@@ -217,6 +223,28 @@ class Server:
             if chosen or port == 0:
                 raise
             return make(0)
+
+    @property
+    def engine(self) -> StreamEngine:
+        """The engine playing now (``/model/load`` replaces it)."""
+        return self.slot.engine  # type: ignore[return-value]
+
+    def _build(self, source: str, preset: str | None) -> tuple[StreamEngine, list[Mapping]]:
+        """An engine like the playing one (block, channels, device, optimisation) for another
+        model and its preset (``/model/load``)."""
+        slot = self.slot
+        options = replace(
+            self.options, model=source, preset=preset, block=slot.block,
+            channels=slot.in_channels, latency=None, version=[],
+        )  # fmt: skip
+        return _engine(options)
+
+    def _follow(self, engine: StreamEngine) -> None:
+        """Point the control side at the engine swapped in: control, reporting, meters."""
+        self.controller.engine = engine
+        self.reporter.engine = engine
+        if self.meters is not None:
+            self.meters.follow(engine)
 
     def _backend(self, device_input: str | None, null: bool) -> DeviceBackend | NullBackend:
         engine, audio = self.engine, self.options.audio

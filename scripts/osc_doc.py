@@ -75,6 +75,7 @@ NOTES = """
 | `/midi/list count port learning` | `/midi/list`, after one `/midi/mapping` per mapping |
 | `/midi/unmapped count` | `/midi/unmap [address]` |
 | `/midi/saved name` | `/midi/save name` |
+| `/model/loaded name probe_s load_s warm_s` | `/model/load`: it plays (seconds; -1: no probe) |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |
 
 `/stats` keys: `blocks` (blocks computed), `latency` (samples from input to output before the
@@ -98,6 +99,17 @@ waiting for their block); `overruns` in threaded mode, `record_dropped` with `--
 The `/midi/*` addresses map MIDI controls to the parameters above: they are described in
 [midi.md](midi.md). A mapped control sends its parameter's message through the same path as
 OSC (coalesced, applied at the next block).
+
+## Switching models
+
+`/model/load model [preset]` swaps in another model while the audio plays: a name, a model
+folder or an nn~ `.ts` file, with its own preset, the one named, or `none`. The server probes a
+model that is not shipped in a short-lived child process first (unless `serve --trust-model`),
+loads and warms it up on the control side, and crossfades to it over `serve --xfade-ms`
+([serve.md](serve.md#switching-models-live)). Queries are answered meanwhile; other messages
+wait and apply to the new model. A model that cannot play (no such file, a corrupt `.ts`, a
+crash, an error, the wrong shape, NaN, another rate or channel count) is answered with
+`/error /model/load <reason>` and the old model plays on.
 
 ## Coalescing
 

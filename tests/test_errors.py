@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from safetensors.torch import save_file
+from crashing import crashing_model
 from streaming import Identity
 
 import bendserver as tb
@@ -158,22 +158,6 @@ def test_an_unexpected_error_in_a_handler_is_one_error_reply_and_one_log_line(mo
 
 # -- a model whose own code kills its process ---------------------------------------------------
 
-MODEL = """\
-import ctypes
-import os
-import torch
-{top}
-
-class Crash(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv1d(1, 1, 1)
-
-    def forward(self, x):
-        {call}
-        return self.conv(x)
-"""
-
 #: Runs the commands in one interpreter (one torch import): each prints its exit code and the
 #: stderr (a line ``result [code, err]``). A command killed by its model ends the whole run.
 DRIVER = textwrap.dedent(
@@ -187,17 +171,6 @@ DRIVER = textwrap.dedent(
         print("result", json.dumps([code, err.getvalue()]), flush=True)
     """
 )
-
-
-def crashing_model(folder, top="", call="pass"):
-    folder.mkdir()
-    (folder / "model.py").write_text(MODEL.format(top=top, call=call))
-    (folder / "manifest.toml").write_text(
-        'class = "model.py:Crash"\nblock = 256\n[versions]\ndefault = "w.safetensors"\n'
-    )
-    weights = {"conv.weight": torch.ones(1, 1, 1), "conv.bias": torch.zeros(1)}
-    save_file(weights, str(folder / "w.safetensors"))
-    return folder
 
 
 def test_info_render_and_serve_name_a_model_whose_code_kills_its_process(tmp_path, sound):

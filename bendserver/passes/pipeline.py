@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch.fx
 
 from ..errors import BendingError
+from ..slices import breathe
 from .attributes import direct_attributes
 from .calls import direct_calls
 from .cleanup import dead_code, drop_detach, fold_constants
@@ -47,7 +48,11 @@ PASSES = (
 
 def run_passes(gm: torch.fx.GraphModule, passes: Sequence[GraphPass] = PASSES) -> list[str]:
     """Run ``passes`` on ``gm`` in place and recompile it; the names of those that changed it."""
-    changed = [graph_pass.name for graph_pass in passes if graph_pass.run(gm)]
+    changed = []
+    for graph_pass in passes:
+        breathe()  # between passes, a live server's audio gets its turns
+        if graph_pass.run(gm):
+            changed.append(graph_pass.name)
     gm.graph.lint()
     gm.recompile()
     return changed

@@ -28,6 +28,7 @@ from torch.fx.proxy import Attribute
 from torch.utils._pytree import tree_flatten
 
 from ..errors import BendingError
+from ..slices import breathe
 from .flow import (
     FlowStep,
     LogicalFlowStep,
@@ -275,6 +276,7 @@ class BendingTracer(torch.fx.Tracer):
     ) -> Any:
         if kind == "placeholder":
             return self._placeholder(target, args, type_expr)
+        breathe()  # a trace on a live server's control worker leaves the audio its turns
         value = self._run(kind, target, args, kwargs)
         proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr)
         self._record(proxy, value)

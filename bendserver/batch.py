@@ -20,15 +20,20 @@ need no shared storage.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import sys
 import tempfile
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -99,6 +104,9 @@ class Done:
     errors: int
     nonfinite: int
     limited: int
+    process: int  #: the id of the process that rendered it
+    began: float  #: when it began and ended (``time.time()``: a breakdown of a run's time)
+    ended: float
     plan: list = field(default_factory=list)  #: the worker's convolution forms after it
 
     def line(self) -> str:
@@ -147,6 +155,7 @@ class Worker:
         from .engine import StreamEngine
         from .passes.convolution import form_plan, use_form_plan
 
+        began = time.time()
         use_form_plan(plan)
         torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
         recipe, model = self.recipe, self._fresh_model()
@@ -183,6 +192,9 @@ class Worker:
             int(stats["errors"]),
             rendered.nonfinite,
             rendered.limited,
+            os.getpid(),
+            began,
+            time.time(),
             form_plan(),
         )
 
@@ -360,8 +372,9 @@ def _stop_quietly(signum: int, frame: Any) -> None:
 
 
 def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
-    """Render in a pool process, loading the model at its first job (loaded in the pool's
-    initializer, a model that fails to load would start process after process)."""
+    """Render in a pool process: a forked one has the command's model; a spawned one loads
+    it at its first job (loaded in the pool's initializer, a model that fails to load would
+    start process after process)."""
     global _WORKER
     if _WORKER is None:
         _WORKER = Worker(recipe)
@@ -369,33 +382,85 @@ def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
 
 
 def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
-    """This process and ``workers - 1`` spawned ones (torch and fork do not mix). This one
-    renders while they start (a process imports torch and loads the model first): the first
-    file, whose forms go to every other, then a file whenever it is free; each of the others
-    has one file at a time. The pool is stopped, each process discarding its unfinished file,
+    """This process and ``workers - 1`` others, all taking the longest file left whenever
+    they are free. This one loads the model and renders the shortest file first, whose
+    convolution forms go to every other file; on Linux with the CPU the others are then forked
+    from it, ready at once with the model and the forms (a spawned process imports torch and
+    loads the model for seconds, and CUDA cannot be forked: there they are spawned before).
+    A pool process is handed its next file as it reports one, not when this process is
+    between two of its own. The pool is stopped, each process discarding its unfinished file,
     when the run ends or is interrupted."""
-    pool = multiprocessing.get_context("spawn").Pool(workers - 1, _start_worker)
+    global _WORKER
+    forked = _can_fork(recipe)
+    context = multiprocessing.get_context("fork" if forked else "spawn")
+    pool = None if forked else context.Pool(workers - 1, _start_worker)
     try:
-        here = Worker(recipe)
-        first = here.render(plan.jobs[0], plan.manifest.plan)
+        waiting = deque(_longest_first(plan.jobs))
+        here = _WORKER = Worker(recipe)
+        first = here.render(waiting.pop(), plan.manifest.plan)
+        pool = pool or context.Pool(workers - 1, _start_worker)  # they inherit the model
+        finished: queue.SimpleQueue = queue.SimpleQueue()
+
+        def send() -> None:
+            """Hand the longest file left to the pool (from its result thread, as a result
+            comes in)."""
+            with contextlib.suppress(IndexError, ValueError):  # none left, the pool stopped
+                job = waiting.popleft()
+                pool.apply_async(
+                    _pool_render, (recipe, job, first.plan), callback=report, error_callback=report
+                )
+
+        def report(result: Done | BaseException) -> None:
+            finished.put(result)
+            if isinstance(result, Done):
+                send()
+
+        left = len(waiting)
+        for _ in range(workers - 1):
+            send()
         yield first
-        waiting, running = list(reversed(plan.jobs[1:])), []
-        while waiting or running:
-            while waiting and len(running) < workers - 1:
-                running.append(pool.apply_async(_pool_render, (recipe, waiting.pop(), first.plan)))
-            for result in [r for r in running if r.ready()]:
-                running.remove(result)
-                yield result.get()
-            if waiting:
-                yield here.render(waiting.pop(), first.plan)
-            elif running:
-                running[0].wait(0.05)
+        while left:
+            try:
+                result = finished.get_nowait()
+            except queue.Empty:
+                try:
+                    job = waiting.popleft()
+                except IndexError:
+                    result = finished.get()
+                else:
+                    result = here.render(job, first.plan)
+            if isinstance(result, BaseException):
+                raise result
+            left -= 1
+            yield result
     except BaseException:
-        pool.terminate()
+        if pool is not None:
+            pool.terminate()
         raise
     finally:
-        pool.close()
-        pool.join()
+        _WORKER = None
+        if pool is not None:
+            pool.close()
+            pool.join()
+
+
+def _can_fork(recipe: Recipe) -> bool:
+    """Whether pool processes may be forked from this one: on Linux, with the CPU (torch
+    resets its thread pools in a forked child, as its data loaders rely on), and while no
+    other thread runs here (a lock one held would stay locked in the child)."""
+    return (
+        recipe.device == "cpu"
+        and sys.platform.startswith("linux")
+        and threading.active_count() == 1
+    )
+
+
+def _longest_first(jobs: list[Job]) -> list[Job]:
+    """The jobs by their input's duration, longest first: the last files handed out are the
+    short ones, so no process is left with a long one while the others have finished."""
+    from .audiofile import sound_info
+
+    return sorted(jobs, key=lambda job: -sound_info(Path(job.source)).duration)
 
 
 def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:

@@ -65,6 +65,22 @@ def test_a_worker_renders_each_file_as_if_it_were_alone(tmp_path):
     assert after_others == (tmp_path / "one" / "f2.wav").read_bytes()
 
 
+def test_a_pool_process_takes_the_next_file_while_the_command_renders(tmp_path, capsys):
+    """A model taking 20 ms a block, one long file among short ones: the pool process renders
+    the long one while the command's own process renders the short ones (a pool process was
+    handed a file only between two of the command's own, which rendered the long one itself
+    before the last short one)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for index in range(3):
+        write_noise(source / f"f{index}.wav", 1.0 if index == 2 else 0.05, seed=index)
+    argv = ["render", str(source), "-m", SLOW, "--block", "1024", "--trust-model"]
+    assert main([*argv, "-o", str(tmp_path / "out"), "--workers", "2"]) == 0
+    wrote = [line.split()[1] for line in capsys.readouterr().out.splitlines()]
+    assert sorted(wrote) == [str(tmp_path / "out" / f"f{i}.wav") for i in range(3)]
+    assert wrote[-1].endswith("f2.wav"), wrote
+
+
 def test_a_model_that_fails_to_load_in_a_pool_is_one_error(tmp_path):
     """Loaded in the pool's initializer, a failing model would start process after process."""
     source = _folder(tmp_path / "in", 2, stereo=False)

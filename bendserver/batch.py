@@ -146,9 +146,16 @@ class Worker:
         weight ops) does not reach."""
         return self._load() if self.model.bended.scripted else copy.deepcopy(self.model)
 
-    def render(self, job: Job, plan: list, into: Path | None = None) -> Done:
+    def render(
+        self,
+        job: Job,
+        plan: list,
+        into: Path | None = None,
+        chosen: Callable[[list], None] = lambda plan: None,
+    ) -> Done:
         """Render ``job`` with the convolution forms ``plan`` (those it lacks are timed) into
-        ``into`` (default: the job's pending file, which the driver puts in place)."""
+        ``into`` (default: the job's pending file, which the driver puts in place); ``chosen``
+        is given the forms once the engine is made, before the file is rendered."""
         import torch
 
         from .audiofile import sound_info, streams_for
@@ -169,6 +176,7 @@ class Worker:
             optimize=recipe.optimize,
             streams=streams_for(channels, model.method("forward").in_channels),
         )
+        chosen(form_plan())
         rendered = render_file(
             engine,
             Path(job.source),
@@ -383,23 +391,29 @@ def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
 
 def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
     """This process and ``workers - 1`` others, all taking the longest file left whenever
-    they are free. This one loads the model and renders the shortest file first, whose
-    convolution forms go to every other file; on Linux with the CPU the others are then forked
-    from it, ready at once with the model and the forms (a spawned process imports torch and
-    loads the model for seconds, and CUDA cannot be forked: there they are spawned before).
-    A pool process is handed its next file as it reports one, not when this process is
-    between two of its own. The pool is stopped, each process discarding its unfinished file,
-    when the run ends or is interrupted."""
+    they are free. This one loads the model and starts on the shortest file: once its engine
+    has chosen the convolution forms, which go to every other file, the others start (on
+    Linux with the CPU forked from this one, ready at once with the model and the forms; a
+    spawned process imports torch and loads the model for seconds, and CUDA cannot be
+    forked: there they are spawned first). A pool process is handed its next file as it
+    reports one, not when this process is between two of its own. The pool is stopped, each
+    process discarding its unfinished file, when the run ends or is interrupted."""
     global _WORKER
     forked = _can_fork(recipe)
     context = multiprocessing.get_context("fork" if forked else "spawn")
     pool = None if forked else context.Pool(workers - 1, _start_worker)
     try:
         waiting = deque(_longest_first(plan.jobs))
-        here = _WORKER = Worker(recipe)
-        first = here.render(waiting.pop(), plan.manifest.plan)
-        pool = pool or context.Pool(workers - 1, _start_worker)  # they inherit the model
         finished: queue.SimpleQueue = queue.SimpleQueue()
+        forms: list = []
+
+        def start(chosen: list) -> None:
+            """The first file's engine has chosen the forms: start the others."""
+            nonlocal pool
+            forms[:] = chosen
+            pool = pool or context.Pool(workers - 1, _start_worker)  # with the model, forms
+            for _ in range(workers - 1):
+                send()
 
         def send() -> None:
             """Hand the longest file left to the pool (from its result thread, as a result
@@ -407,7 +421,7 @@ def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
             with contextlib.suppress(IndexError, ValueError):  # none left, the pool stopped
                 job = waiting.popleft()
                 pool.apply_async(
-                    _pool_render, (recipe, job, first.plan), callback=report, error_callback=report
+                    _pool_render, (recipe, job, forms), callback=report, error_callback=report
                 )
 
         def report(result: Done | BaseException) -> None:
@@ -415,11 +429,9 @@ def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
             if isinstance(result, Done):
                 send()
 
-        left = len(waiting)
-        for _ in range(workers - 1):
-            send()
-        yield first
-        while left:
+        here = _WORKER = Worker(recipe)
+        yield here.render(waiting.pop(), plan.manifest.plan, chosen=start)
+        for _ in range(len(plan.jobs) - 1):
             try:
                 result = finished.get_nowait()
             except queue.Empty:
@@ -428,10 +440,9 @@ def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
                 except IndexError:
                     result = finished.get()
                 else:
-                    result = here.render(job, first.plan)
+                    result = here.render(job, forms)
             if isinstance(result, BaseException):
                 raise result
-            left -= 1
             yield result
     except BaseException:
         if pool is not None:

@@ -5,8 +5,9 @@ byte-identical to the sequential one. CPU seconds (those of the processes the co
 for: not Ray's, which its own daemons run) say what the workers cost beyond the sequential
 render, whatever else loads the machine. ``--breakdown`` says where each run's time went: the
 command's start (imports, then the manifest's digests and the inputs' headers), each process's
-first file and its files' render times, its idle time, the driver's bookkeeping (committing,
-recording, printing each file) and the end (the pool's stop and the interpreter's exit).
+(the command's, a pool process's or a Ray actor's) first file, its files' render times and its
+time not rendering, how long the others' files waited for the command to record them, and
+the end (the pool's stop and the interpreter's exit).
 
     python scripts/bench_batch.py                  # 40 files of 10 s through drive, 1 vs 2 workers
     python scripts/bench_batch.py --ray            # and Ray with 2 CPUs
@@ -63,14 +64,14 @@ def run(command: list[str], timeline: Path | None = None) -> tuple[float, float]
 def timed(timeline: Path, started: float, argv: list[str]) -> None:
     """Run ``bendserver argv`` in this process, recording (seconds since ``started``) when
     the imports ended, when rendering began, every file (which process, when it began and
-    ended, that process's torch threads and threads in all), the driver's bookkeeping per file,
+    ended, when the command had recorded it, that process's torch threads and threads in all),
     and when the command returned."""
     import torch
 
     import bendserver.batch as batch
     from bendserver.cli import main
 
-    events: dict = {"imported": time.time() - started, "files": [], "bookkeeping": 0.0}
+    events: dict = {"imported": time.time() - started, "files": [], "command": os.getpid()}
     render, run_jobs = batch.Worker.render, batch.run_jobs
 
     def render_counted(self, *args, **kwargs):  # forked pool processes inherit it
@@ -81,7 +82,6 @@ def timed(timeline: Path, started: float, argv: list[str]) -> None:
 
     def run_jobs_timed(recipe, plan, workers, ray_address, done, record):
         events["rendering"] = time.time() - started
-        last = [time.time()]
 
         def done_timed(result):
             done(result)
@@ -96,7 +96,6 @@ def timed(timeline: Path, started: float, argv: list[str]) -> None:
                     "omp": getattr(result, "omp", None),
                 }
             )
-            last[0] = now
 
         return run_jobs(recipe, plan, workers, ray_address, done_timed, record)
 
@@ -111,7 +110,7 @@ def breakdown(timeline: Path, wall: float) -> list[str]:
     """Where one run's time went, from the events :func:`timed` recorded."""
     events = json.loads(timeline.read_text())
     files, rendering = events["files"], events["rendering"]
-    driver = files[0]["process"]
+    driver = events["command"]
     lines = [
         f"  start {rendering:.2f} s (imports {events['imported']:.2f} s, then the manifest's "
         f"digests and the inputs' headers {rendering - events['imported']:.2f} s); end "
@@ -127,7 +126,7 @@ def breakdown(timeline: Path, wall: float) -> list[str]:
         busy = sum(times)
         idle = last - first - busy
         threads, omp = own[0]["threads"], own[0]["omp"]
-        name = "driver" if process == driver else f"pool {process}"
+        name = "command" if process == driver else f"other {process}"
         lines.append(
             f"  {name:<11} first file at {first - rendering:5.2f} s after rendering began, "
             f"{len(own):3d} files, render p50 {statistics.median(times):.3f} s max "
@@ -138,7 +137,7 @@ def breakdown(timeline: Path, wall: float) -> list[str]:
     waits = [f["reported"] - f["ended"] for f in files if f["process"] != driver]
     if waits:
         lines.append(
-            f"  the pool's files waited for the driver to record them: p50 "
+            f"  the others' files waited for the command to record them: p50 "
             f"{statistics.median(waits):.3f} s, max {max(waits):.3f} s"
         )
     return lines

@@ -476,10 +476,11 @@ def _longest_first(jobs: list[Job]) -> list[Job]:
 
 def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:
     """One actor per worker (one CPU, and one GPU with ``--device cuda``), each loading the
-    model once; the driver sends the inputs' bytes and writes the outputs."""
+    model once; the driver sends the inputs' bytes and writes the outputs. The shortest file
+    is rendered first, alone (its forms go to every other); then each actor has two files at
+    a time, the longest left first, so that none waits for the driver between two."""
     try:
         import ray
-        from ray.util import ActorPool
     except ImportError:
         raise BendingError(
             "--ray needs Ray: pip install 'bendserver[ray]' (on every machine of the cluster)"
@@ -497,18 +498,30 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
     try:
         gpus = 0 if recipe.device == "cpu" else 1  # an actor per GPU: it sees it as cuda:0
         actor = ray.remote(num_cpus=1, num_gpus=gpus)(Worker)
-        actors = ActorPool([actor.remote(recipe) for _ in range(workers)])
+        actors = [actor.remote(recipe) for _ in range(workers)]
+        waiting = deque(_longest_first(plan.jobs))
 
-        def send(jobs: list[Job], forms: list) -> Iterator[Done]:
-            calls = lambda a, job: a.render_bytes.remote(job, forms, Path(job.source).read_bytes())
-            for done, data in actors.map_unordered(calls, jobs):
-                with writing(done.target) as temp:
-                    temp.write_bytes(data)
-                yield done
+        def send(to: Any, job: Job, forms: list) -> Any:
+            return to.render_bytes.remote(job, forms, Path(job.source).read_bytes())
 
-        first = next(send(plan.jobs[:1], plan.manifest.plan))
+        def written(call: Any) -> Done:
+            done, data = ray.get(call)
+            with writing(done.target) as temp:
+                temp.write_bytes(data)
+            return done
+
+        first = written(send(actors[0], waiting.pop(), plan.manifest.plan))  # the shortest
         yield first
-        yield from send(plan.jobs[1:], first.plan)
+        calls = {}
+        for to in actors * 2:  # two files each: the next one is there when one is done
+            if waiting:
+                calls[send(to, waiting.popleft(), first.plan)] = to
+        while calls:
+            [call], _ = ray.wait(list(calls))
+            to = calls.pop(call)
+            if waiting:
+                calls[send(to, waiting.popleft(), first.plan)] = to
+            yield written(call)
     finally:
         if started:
             ray.shutdown()

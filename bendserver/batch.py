@@ -5,9 +5,10 @@ Each worker loads the model once and renders every file it is given from a fresh
 the streaming state a file leaves in a model's buffers never reaches the next file, with
 torch's random seed set to the run's (a model that draws noise, RAVE's encoder, draws the same
 for a file in any process, whatever came before), one torch thread each, through
-:func:`.render.render_file`. The first file is rendered alone and the convolution forms its
-worker chose (:func:`.passes.convolution.form_plan`) are handed to every later file, so a
-file's bytes do not depend on which worker rendered it, nor on the files before it. A manifest
+:func:`.render.render_file`. The convolution forms the first file's engine chose
+(:func:`.passes.convolution.form_plan`) are handed to every other file before the others
+start, so a file's bytes do not depend on which worker rendered it, nor on the files before
+it. Files are handed out longest first, each to the first worker free. A manifest
 in the output folder (``.bendserver-render.json``) records what made each file (model, preset,
 score, options, the input's digest) and those forms: a file already made the same way is
 skipped, so an interrupted run resumes where it stopped.
@@ -158,24 +159,13 @@ class Worker:
         is given the forms once the engine is made, before the file is rendered."""
         import torch
 
-        from .audiofile import sound_info, streams_for
-        from .engine import StreamEngine
-        from .passes.convolution import form_plan, use_form_plan
+        from .audiofile import sound_info
+        from .passes.convolution import form_plan
 
         began = time.time()
-        use_form_plan(plan)
         torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
-        recipe, model = self.recipe, self._fresh_model()
-        channels = 1 if recipe.mono else sound_info(Path(job.source)).channels
-        engine = StreamEngine(
-            model,
-            block=recipe.block,
-            device=recipe.device,
-            preset=self.preset,
-            fuse=recipe.fuse,
-            optimize=recipe.optimize,
-            streams=streams_for(channels, model.method("forward").in_channels),
-        )
+        recipe = self.recipe
+        engine = self._engine(1 if recipe.mono else sound_info(Path(job.source)).channels, plan)
         chosen(form_plan())
         rendered = render_file(
             engine,
@@ -204,6 +194,33 @@ class Worker:
             began,
             time.time(),
             form_plan(),
+        )
+
+    def forms(self, channels: int, plan: list) -> list:
+        """The convolution forms an engine for files of ``channels`` chooses (adopting
+        ``plan``'s): what a Ray run hands every actor before they render."""
+        from .passes.convolution import form_plan
+
+        self._engine(channels, plan)
+        return form_plan()
+
+    def _engine(self, channels: int, plan: list) -> Any:
+        """An engine over a fresh model for files of ``channels``, with the forms ``plan``
+        (those it lacks are timed)."""
+        from .audiofile import streams_for
+        from .engine import StreamEngine
+        from .passes.convolution import use_form_plan
+
+        use_form_plan(plan)
+        recipe, model = self.recipe, self._fresh_model()
+        return StreamEngine(
+            model,
+            block=recipe.block,
+            device=recipe.device,
+            preset=self.preset,
+            fuse=recipe.fuse,
+            optimize=recipe.optimize,
+            streams=streams_for(channels, model.method("forward").in_channels),
         )
 
     def render_bytes(self, job: Job, plan: list, data: bytes) -> tuple[Done, bytes]:
@@ -476,9 +493,11 @@ def _longest_first(jobs: list[Job]) -> list[Job]:
 
 def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:
     """One actor per worker (one CPU, and one GPU with ``--device cuda``), each loading the
-    model once; the driver sends the inputs' bytes and writes the outputs. The shortest file
-    is rendered first, alone (its forms go to every other); then each actor has two files at
-    a time, the longest left first, so that none waits for the driver between two."""
+    model once; the driver sends the inputs' bytes and writes the outputs. One actor makes an
+    engine for the shortest file first, whose forms go to every file; then each actor has two
+    files at a time, the longest left first, so that none waits for the driver between two."""
+    from .audiofile import sound_info
+
     try:
         import ray
     except ImportError:
@@ -500,28 +519,26 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
         actor = ray.remote(num_cpus=1, num_gpus=gpus)(Worker)
         actors = [actor.remote(recipe) for _ in range(workers)]
         waiting = deque(_longest_first(plan.jobs))
+        channels = 1 if recipe.mono else sound_info(Path(waiting[-1].source)).channels
+        forms = ray.get(actors[0].forms.remote(channels, plan.manifest.plan))
 
-        def send(to: Any, job: Job, forms: list) -> Any:
+        def send(to: Any) -> Any:
+            job = waiting.popleft()
             return to.render_bytes.remote(job, forms, Path(job.source).read_bytes())
 
-        def written(call: Any) -> Done:
-            done, data = ray.get(call)
-            with writing(done.target) as temp:
-                temp.write_bytes(data)
-            return done
-
-        first = written(send(actors[0], waiting.pop(), plan.manifest.plan))  # the shortest
-        yield first
         calls = {}
         for to in actors * 2:  # two files each: the next one is there when one is done
             if waiting:
-                calls[send(to, waiting.popleft(), first.plan)] = to
+                calls[send(to)] = to
         while calls:
             [call], _ = ray.wait(list(calls))
             to = calls.pop(call)
             if waiting:
-                calls[send(to, waiting.popleft(), first.plan)] = to
-            yield written(call)
+                calls[send(to)] = to
+            done, data = ray.get(call)
+            with writing(done.target) as temp:
+                temp.write_bytes(data)
+            yield done
     finally:
         if started:
             ray.shutdown()

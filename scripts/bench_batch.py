@@ -111,14 +111,15 @@ def breakdown(timeline: Path, wall: float) -> list[str]:
     events = json.loads(timeline.read_text())
     files, rendering = events["files"], events["rendering"]
     driver = events["command"]
+    last = max(f["ended"] for f in files)
     lines = [
-        f"  start {rendering:.2f} s (imports {events['imported']:.2f} s, then the manifest's "
+        f"  rendering {last - rendering:.2f} s (from its start to the last file's end); "
+        f"start {rendering:.2f} s (imports {events['imported']:.2f} s, then the manifest's "
         f"digests and the inputs' headers {rendering - events['imported']:.2f} s); end "
         f"{wall - max(f['reported'] for f in files):.2f} s after the last file was recorded "
         f"(of which {wall - events['returned']:.2f} s the interpreter's exit)"
     ]
     processes = sorted({f["process"] for f in files}, key=lambda p: p != driver)
-    last = max(f["ended"] for f in files)
     for process in processes:
         own = [f for f in files if f["process"] == process]
         times = [f["ended"] - f["began"] for f in own]

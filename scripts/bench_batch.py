@@ -144,11 +144,20 @@ def breakdown(timeline: Path, wall: float) -> list[str]:
     return lines
 
 
-def same_bytes(a: Path, b: Path) -> bool:
+def same_bytes(a: Path, b: Path) -> str:
+    """``yes`` where the folders hold the same files with the same bytes; else which differ,
+    and whether the two runs' convolution forms (each timed in its own run) differ too."""
+    from bendserver.batch import MANIFEST
+
     names = sorted(p.name for p in a.glob("*.wav"))
-    return names == sorted(p.name for p in b.glob("*.wav")) and all(
-        (a / n).read_bytes() == (b / n).read_bytes() for n in names
-    )
+    if names != sorted(p.name for p in b.glob("*.wav")):
+        return "NO (other files)"
+    differ = [n for n in names if (a / n).read_bytes() != (b / n).read_bytes()]
+    if not differ:
+        return "yes"
+    forms = [json.loads((f / MANIFEST).read_text())["forms"] for f in (a, b)]
+    why = "the runs timed other forms" if forms[0] != forms[1] else "the same forms"
+    return f"NO ({len(differ)} of {len(names)} files; {why})"
 
 
 def main() -> None:
@@ -183,7 +192,7 @@ def main() -> None:
             timeline = root / f"timeline{index}.json" if args.breakdown else None
             seconds, cpu = run([*base, "-o", str(out), *options], timeline)
             first = first or seconds
-            same = "-" if index == 0 else ("yes" if same_bytes(root / "out0", out) else "NO")
+            same = "-" if index == 0 else same_bytes(root / "out0", out)
             figures = f"{seconds:>8.2f}{cpu:>8.2f}{audio / seconds:>13.1f}{first / seconds:>10.2f}"
             print(f"{name:<16}{figures}  {same}")
             if timeline is not None:

@@ -3,10 +3,12 @@ rendered as if alone, the manifest skips what was made the same way, an interrup
 resumes with only the missing files, Ray actors give the same bytes."""
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -51,6 +53,30 @@ def test_two_workers_write_the_bytes_of_a_sequential_render(tmp_path):
         if name != MANIFEST:
             assert one[name] == two[name], name
     assert sf.info(str(tmp_path / "two" / "f1.wav")).channels == 2
+
+
+def test_beside_another_thread_the_pool_is_spawned_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    """A process is forked only while no other thread runs in the command (one could hold a
+    lock the child then never sees released): beside one the pool is spawned, loads the model
+    itself and takes the forms it is handed."""
+    source = _folder(tmp_path / "in", 3)
+    assert _render(source, tmp_path / "one", "--workers", "1") == 0
+    methods = []
+    get_context = multiprocessing.get_context
+    monkeypatch.setattr(
+        multiprocessing, "get_context", lambda method: methods.append(method) or get_context(method)
+    )
+    stop = threading.Event()
+    beside = threading.Thread(target=stop.wait)
+    beside.start()
+    try:
+        assert _render(source, tmp_path / "two", "--workers", "2") == 0
+    finally:
+        stop.set()
+        beside.join()
+    assert methods == ["spawn"]
+    one, two = _files(tmp_path / "one"), _files(tmp_path / "two")
+    assert all(one[name] == two[name] for name in one if name != MANIFEST)
 
 
 def test_a_worker_renders_each_file_as_if_it_were_alone(tmp_path):

@@ -411,8 +411,8 @@ def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
     they are free. This one loads the model and starts on the shortest file: once its engine
     has chosen the convolution forms, which go to every other file, the others start (on
     Linux with the CPU forked from this one, ready at once with the model and the forms; a
-    spawned process imports torch and loads the model for seconds, and CUDA cannot be
-    forked: there they are spawned first). A pool process is handed its next file as it
+    spawned process imports torch and loads the model for seconds; where one may not be forked,
+    :func:`_can_fork`, they are spawned first). A pool process is handed its next file as it
     reports one, not when this process is between two of its own. The pool is stopped, each
     process discarding its unfinished file, when the run ends or is interrupted."""
     global _WORKER
@@ -473,11 +473,12 @@ def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
 
 
 def _can_fork(recipe: Recipe) -> bool:
-    """Whether pool processes may be forked from this one: on Linux, with the CPU (torch
-    resets its thread pools in a forked child, as its data loaders rely on), and while no
-    other thread runs here (a lock one held would stay locked in the child)."""
+    """Whether pool processes may be forked from this one: on Linux, with the CPU, one torch
+    thread (no OpenMP pool started here, which a forked child could not use) and no other
+    thread running here (a lock one held would stay locked in the child)."""
     return (
         recipe.device == "cpu"
+        and recipe.threads == 1
         and sys.platform.startswith("linux")
         and threading.active_count() == 1
     )

@@ -3,11 +3,13 @@
 user runs (process start, model load and Ray's start included), and whether every output is
 byte-identical to the sequential one. CPU seconds (those of the processes the command waited
 for: not Ray's, which its own daemons run) say what the workers cost beyond the sequential
-render, whatever else loads the machine. ``--breakdown`` says where each run's time went: the
-command's start (imports, then the manifest's digests and the inputs' headers), each process's
-(the command's, a pool process's or a Ray actor's) first file, its files' render times and its
-time not rendering, how long the others' files waited for the command to record them, and
-the end (the pool's stop and the interpreter's exit).
+render, whatever else loads the machine, and cores (CPU seconds over wall seconds) how much of
+the machine the run had: about 1 for ``--workers 2`` means another program held the second
+core. ``--breakdown`` says where each run's time went: the command's start (imports, then the
+manifest's digests and the inputs' headers), each process's (the command's, a pool process's
+or a Ray actor's) first file, its files' render times and its time not rendering, how long the
+others' files waited for the command to record them, and the end (the pool's stop and the
+interpreter's exit).
 
     python scripts/bench_batch.py                  # 40 files of 10 s through drive, 1 vs 2 workers
     python scripts/bench_batch.py --ray            # and Ray with 2 CPUs
@@ -184,7 +186,8 @@ def main() -> None:
         named = args.preset or "its own preset"
         print(f"{args.files} files of {args.seconds:g} s through {args.model} ({named})")
         print(
-            f"{'run':<16}{'wall s':>8}{'cpu s':>8}{'x real time':>13}{'speed-up':>10}  same bytes"
+            f"{'run':<16}{'wall s':>8}{'cpu s':>8}{'cores':>7}{'x real time':>13}{'speed-up':>10}"
+            "  same bytes"
         )
         first = None
         for index, (name, options) in enumerate(runs):
@@ -193,7 +196,10 @@ def main() -> None:
             seconds, cpu = run([*base, "-o", str(out), *options], timeline)
             first = first or seconds
             same = "-" if index == 0 else same_bytes(root / "out0", out)
-            figures = f"{seconds:>8.2f}{cpu:>8.2f}{audio / seconds:>13.1f}{first / seconds:>10.2f}"
+            figures = (
+                f"{seconds:>8.2f}{cpu:>8.2f}{cpu / seconds:>7.2f}{audio / seconds:>13.1f}"
+                f"{first / seconds:>10.2f}"
+            )
             print(f"{name:<16}{figures}  {same}")
             if timeline is not None:
                 print("\n".join(breakdown(timeline, seconds)), flush=True)

@@ -5,9 +5,10 @@ Each worker loads the model once and renders every file it is given from a fresh
 the streaming state a file leaves in a model's buffers never reaches the next file, with
 torch's random seed set to the run's (a model that draws noise, RAVE's encoder, draws the same
 for a file in any process, whatever came before), one torch thread each, through
-:func:`.render.render_file`. The first file is rendered alone and the convolution forms its
-worker chose (:func:`.passes.convolution.form_plan`) are handed to every later file, so a
-file's bytes do not depend on which worker rendered it, nor on the files before it. A manifest
+:func:`.render.render_file`. The convolution forms the first file's engine chose
+(:func:`.passes.convolution.form_plan`) are handed to every other file before the others
+start, so a file's bytes do not depend on which worker rendered it, nor on the files before
+it. Files are handed out longest first, each to the first worker free. A manifest
 in the output folder (``.bendserver-render.json``) records what made each file (model, preset,
 score, options, the input's digest) and those forms: a file already made the same way is
 skipped, so an interrupted run resumes where it stopped.
@@ -20,15 +21,20 @@ need no shared storage.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import sys
 import tempfile
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -102,6 +108,9 @@ class Done:
     errors: int
     nonfinite: int
     limited: int
+    process: int  #: the id of the process that rendered it
+    began: float  #: when it began and ended (``time.time()``: a breakdown of a run's time)
+    ended: float
     plan: list = field(default_factory=list)  #: the worker's convolution forms after it
 
     def line(self) -> str:
@@ -141,39 +150,26 @@ class Worker:
         weight ops) does not reach."""
         return self._load() if self.model.bended.scripted else copy.deepcopy(self.model)
 
-    def render(self, job: Job, plan: list, into: Path | None = None) -> Done:
+    def render(
+        self,
+        job: Job,
+        plan: list,
+        into: Path | None = None,
+        chosen: Callable[[list], None] = lambda plan: None,
+    ) -> Done:
         """Render ``job`` with the convolution forms ``plan`` (those it lacks are timed) into
-        ``into`` (default: the job's pending file, which the driver puts in place)."""
+        ``into`` (default: the job's pending file, which the driver puts in place); ``chosen``
+        is given the forms once the engine is made, before the file is rendered."""
         import torch
 
-        from .audiofile import sound_info, streams_for
-        from .engine import StreamEngine
-        from .passes.convolution import form_plan, use_form_plan
+        from .audiofile import sound_info
+        from .passes.convolution import form_plan
 
-        use_form_plan(plan)
+        began = time.time()
         torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
-        recipe, model = self.recipe, self._fresh_model()
-        channels = 1 if recipe.mono else sound_info(Path(job.source)).channels
-        if recipe.rack is not None:
-            engine = recipe.rack.build(
-                recipe.block,
-                recipe.device,
-                recipe.optimize,
-                None,  # render_file makes one stream per channel of the file
-                recipe.fuse,
-                recipe.models_dir,
-                recipe.preset,
-            )
-        else:
-            engine = StreamEngine(
-                model,
-                block=recipe.block,
-                device=recipe.device,
-                preset=self.preset,
-                fuse=recipe.fuse,
-                optimize=recipe.optimize,
-                streams=streams_for(channels, model.method("forward").in_channels),
-            )
+        recipe = self.recipe
+        engine = self._engine(1 if recipe.mono else sound_info(Path(job.source)).channels, plan)
+        chosen(form_plan())
         rendered = render_file(
             engine,
             Path(job.source),
@@ -197,7 +193,47 @@ class Worker:
             int(stats["errors"]),
             rendered.nonfinite,
             rendered.limited,
+            os.getpid(),
+            began,
+            time.time(),
             form_plan(),
+        )
+
+    def forms(self, channels: int, plan: list) -> list:
+        """The convolution forms an engine for files of ``channels`` chooses (adopting
+        ``plan``'s): what a Ray run hands every actor before they render."""
+        from .passes.convolution import form_plan
+
+        self._engine(channels, plan)
+        return form_plan()
+
+    def _engine(self, channels: int, plan: list) -> Any:
+        """An engine over a fresh model for files of ``channels``, with the forms ``plan``
+        (those it lacks are timed)."""
+        from .audiofile import streams_for
+        from .engine import StreamEngine
+        from .passes.convolution import use_form_plan
+
+        use_form_plan(plan)
+        recipe, model = self.recipe, self._fresh_model()
+        if recipe.rack is not None:
+            return recipe.rack.build(
+                recipe.block,
+                recipe.device,
+                recipe.optimize,
+                None,  # render_file makes one stream per channel of the file
+                recipe.fuse,
+                recipe.models_dir,
+                recipe.preset,
+            )
+        return StreamEngine(
+            model,
+            block=recipe.block,
+            device=recipe.device,
+            preset=self.preset,
+            fuse=recipe.fuse,
+            optimize=recipe.optimize,
+            streams=streams_for(channels, model.method("forward").in_channels),
         )
 
     def render_bytes(self, job: Job, plan: list, data: bytes) -> tuple[Done, bytes]:
@@ -374,8 +410,9 @@ def _stop_quietly(signum: int, frame: Any) -> None:
 
 
 def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
-    """Render in a pool process, loading the model at its first job (loaded in the pool's
-    initializer, a model that fails to load would start process after process)."""
+    """Render in a pool process: a forked one has the command's model; a spawned one loads
+    it at its first job (loaded in the pool's initializer, a model that fails to load would
+    start process after process)."""
     global _WORKER
     if _WORKER is None:
         _WORKER = Worker(recipe)
@@ -383,41 +420,100 @@ def _pool_render(recipe: Recipe, job: Job, plan: list) -> Done:
 
 
 def _in_pool(recipe: Recipe, plan: Plan, workers: int) -> Iterator[Done]:
-    """This process and ``workers - 1`` spawned ones (torch and fork do not mix). This one
-    renders while they start (a process imports torch and loads the model first): the first
-    file, whose forms go to every other, then a file whenever it is free; each of the others
-    has one file at a time. The pool is stopped, each process discarding its unfinished file,
-    when the run ends or is interrupted."""
-    pool = multiprocessing.get_context("spawn").Pool(workers - 1, _start_worker)
+    """This process and ``workers - 1`` others, all taking the longest file left whenever
+    they are free. This one loads the model and starts on the shortest file: once its engine
+    has chosen the convolution forms, which go to every other file, the others start (on
+    Linux with the CPU forked from this one, ready at once with the model and the forms; a
+    spawned process imports torch and loads the model for seconds; where one may not be forked,
+    :func:`_can_fork`, they are spawned first). A pool process is handed its next file as it
+    reports one, not when this process is between two of its own. The pool is stopped, each
+    process discarding its unfinished file, when the run ends or is interrupted."""
+    global _WORKER
+    forked = _can_fork(recipe)
+    context = multiprocessing.get_context("fork" if forked else "spawn")
+    pool = None if forked else context.Pool(workers - 1, _start_worker)
     try:
-        here = Worker(recipe)
-        first = here.render(plan.jobs[0], plan.manifest.plan)
-        yield first
-        waiting, running = list(reversed(plan.jobs[1:])), []
-        while waiting or running:
-            while waiting and len(running) < workers - 1:
-                running.append(pool.apply_async(_pool_render, (recipe, waiting.pop(), first.plan)))
-            for result in [r for r in running if r.ready()]:
-                running.remove(result)
-                yield result.get()
-            if waiting:
-                yield here.render(waiting.pop(), first.plan)
-            elif running:
-                running[0].wait(0.05)
+        waiting = deque(_longest_first(plan.jobs))
+        finished: queue.SimpleQueue = queue.SimpleQueue()
+        forms: list = []
+
+        def start(chosen: list) -> None:
+            """The first file's engine has chosen the forms: start the others."""
+            nonlocal pool
+            forms[:] = chosen
+            pool = pool or context.Pool(workers - 1, _start_worker)  # with the model, forms
+            for _ in range(workers - 1):
+                send()
+
+        def send() -> None:
+            """Hand the longest file left to the pool (from its result thread, as a result
+            comes in)."""
+            with contextlib.suppress(IndexError, ValueError):  # none left, the pool stopped
+                job = waiting.popleft()
+                pool.apply_async(
+                    _pool_render, (recipe, job, forms), callback=report, error_callback=report
+                )
+
+        def report(result: Done | BaseException) -> None:
+            finished.put(result)
+            if isinstance(result, Done):
+                send()
+
+        here = _WORKER = Worker(recipe)
+        yield here.render(waiting.pop(), plan.manifest.plan, chosen=start)
+        for _ in range(len(plan.jobs) - 1):
+            try:
+                result = finished.get_nowait()
+            except queue.Empty:
+                try:
+                    job = waiting.popleft()
+                except IndexError:
+                    result = finished.get()
+                else:
+                    result = here.render(job, forms)
+            if isinstance(result, BaseException):
+                raise result
+            yield result
     except BaseException:
-        pool.terminate()
+        if pool is not None:
+            pool.terminate()
         raise
     finally:
-        pool.close()
-        pool.join()
+        _WORKER = None
+        if pool is not None:
+            pool.close()
+            pool.join()
+
+
+def _can_fork(recipe: Recipe) -> bool:
+    """Whether pool processes may be forked from this one: on Linux, with the CPU, one torch
+    thread (no OpenMP pool started here, which a forked child could not use) and no other
+    thread running here (a lock one held would stay locked in the child)."""
+    return (
+        recipe.device == "cpu"
+        and recipe.threads == 1
+        and sys.platform.startswith("linux")
+        and threading.active_count() == 1
+    )
+
+
+def _longest_first(jobs: list[Job]) -> list[Job]:
+    """The jobs by their input's duration, longest first: the last files handed out are the
+    short ones, so no process is left with a long one while the others have finished."""
+    from .audiofile import sound_info
+
+    return sorted(jobs, key=lambda job: -sound_info(Path(job.source)).duration)
 
 
 def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:
     """One actor per worker (one CPU, and one GPU with ``--device cuda``), each loading the
-    model once; the driver sends the inputs' bytes and writes the outputs."""
+    model once; the driver sends the inputs' bytes and writes the outputs. One actor makes an
+    engine for the shortest file first, whose forms go to every file; then each actor has two
+    files at a time, the longest left first, so that none waits for the driver between two."""
+    from .audiofile import sound_info
+
     try:
         import ray
-        from ray.util import ActorPool
     except ImportError:
         raise BendingError(
             "--ray needs Ray: pip install 'bendserver[ray]' (on every machine of the cluster)"
@@ -435,18 +531,28 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
     try:
         gpus = 0 if recipe.device == "cpu" else 1  # an actor per GPU: it sees it as cuda:0
         actor = ray.remote(num_cpus=1, num_gpus=gpus)(Worker)
-        actors = ActorPool([actor.remote(recipe) for _ in range(workers)])
+        actors = [actor.remote(recipe) for _ in range(workers)]
+        waiting = deque(_longest_first(plan.jobs))
+        channels = 1 if recipe.mono else sound_info(Path(waiting[-1].source)).channels
+        forms = ray.get(actors[0].forms.remote(channels, plan.manifest.plan))
 
-        def send(jobs: list[Job], forms: list) -> Iterator[Done]:
-            calls = lambda a, job: a.render_bytes.remote(job, forms, Path(job.source).read_bytes())
-            for done, data in actors.map_unordered(calls, jobs):
-                with writing(done.target) as temp:
-                    temp.write_bytes(data)
-                yield done
+        def send(to: Any) -> Any:
+            job = waiting.popleft()
+            return to.render_bytes.remote(job, forms, Path(job.source).read_bytes())
 
-        first = next(send(plan.jobs[:1], plan.manifest.plan))
-        yield first
-        yield from send(plan.jobs[1:], first.plan)
+        calls = {}
+        for to in actors * 2:  # two files each: the next one is there when one is done
+            if waiting:
+                calls[send(to)] = to
+        while calls:
+            [call], _ = ray.wait(list(calls))
+            to = calls.pop(call)
+            if waiting:
+                calls[send(to)] = to
+            done, data = ray.get(call)
+            with writing(done.target) as temp:
+                temp.write_bytes(data)
+            yield done
     finally:
         if started:
             ray.shutdown()

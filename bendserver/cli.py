@@ -222,6 +222,7 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
         print(f"kept {job.target} (made by the same model, preset, score and options)")
     seconds = {job.target: sound_info(Path(job.source)).duration for job in plan.jobs}
     written: list[str] = []
+    tqdm.monitor_interval = 0  # no monitor thread: the pool's processes are forked from this one
     with tqdm(
         total=sum(seconds.values()), unit="s", disable=not sys.stderr.isatty(), leave=False
     ) as bar:

@@ -3,10 +3,12 @@ rendered as if alone, the manifest skips what was made the same way, an interrup
 resumes with only the missing files, Ray actors give the same bytes."""
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +55,30 @@ def test_two_workers_write_the_bytes_of_a_sequential_render(tmp_path):
     assert sf.info(str(tmp_path / "two" / "f1.wav")).channels == 2
 
 
+def test_beside_another_thread_the_pool_is_spawned_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    """A process is forked only while no other thread runs in the command (one could hold a
+    lock the child then never sees released): beside one the pool is spawned, loads the model
+    itself and takes the forms it is handed."""
+    source = _folder(tmp_path / "in", 3)
+    assert _render(source, tmp_path / "one", "--workers", "1") == 0
+    methods = []
+    get_context = multiprocessing.get_context
+    monkeypatch.setattr(
+        multiprocessing, "get_context", lambda method: methods.append(method) or get_context(method)
+    )
+    stop = threading.Event()
+    beside = threading.Thread(target=stop.wait)
+    beside.start()
+    try:
+        assert _render(source, tmp_path / "two", "--workers", "2") == 0
+    finally:
+        stop.set()
+        beside.join()
+    assert methods == ["spawn"]
+    one, two = _files(tmp_path / "one"), _files(tmp_path / "two")
+    assert all(one[name] == two[name] for name in one if name != MANIFEST)
+
+
 def test_a_worker_renders_each_file_as_if_it_were_alone(tmp_path):
     """A model reused for a second file keeps the first one's streaming state in its buffers
     (drive's cached convolutions): each file starts from a fresh copy of the loaded model."""
@@ -63,6 +89,22 @@ def test_a_worker_renders_each_file_as_if_it_were_alone(tmp_path):
     assert _render(tmp_path / "alone", tmp_path / "one", "--workers", "1") == 0
     after_others = (tmp_path / "all" / "f2.wav").read_bytes()
     assert after_others == (tmp_path / "one" / "f2.wav").read_bytes()
+
+
+def test_a_pool_process_takes_the_next_file_while_the_command_renders(tmp_path, capsys):
+    """A model taking 20 ms a block, one long file among short ones: the pool process renders
+    the long one while the command's own process renders the short ones (a pool process was
+    handed a file only between two of the command's own, which rendered the long one itself
+    before the last short one)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    for index in range(3):
+        write_noise(source / f"f{index}.wav", 1.0 if index == 2 else 0.05, seed=index)
+    argv = ["render", str(source), "-m", SLOW, "--block", "1024", "--trust-model"]
+    assert main([*argv, "-o", str(tmp_path / "out"), "--workers", "2"]) == 0
+    wrote = [line.split()[1] for line in capsys.readouterr().out.splitlines()]
+    assert sorted(wrote) == [str(tmp_path / "out" / f"f{i}.wav") for i in range(3)]
+    assert wrote[-1].endswith("f2.wav"), wrote
 
 
 def test_a_model_that_fails_to_load_in_a_pool_is_one_error(tmp_path):

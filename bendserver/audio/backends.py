@@ -48,6 +48,8 @@ class NullStatus:
 class NullBackend(LoopThread):
     """Calls the callback every ``block / sample_rate`` seconds; nothing is played."""
 
+    latency = 0  #: frames held between the callback and the (absent) device
+
     def __init__(self, callback: Callback, sample_rate: int, block: int, channels: int) -> None:
         self.callback = callback
         self.block = block
@@ -95,6 +97,9 @@ class DeviceBackend:
             #: Channels opened on the device: a mono model plays on every one of them.
             self.channels = playback_channels(out_channels, self.output.outputs, output_channels)
             self.stream = self._open(sd, callback, sample_rate, block, in_channels, self.channels)
+            #: Frames PortAudio's stream holds between the callback and the device beyond the
+            #: device's own latency (model rate: the stream's): what this path adds.
+            self.latency = self._held(sd, sample_rate, in_channels)
         except BendingError:
             release()
             raise
@@ -125,6 +130,17 @@ class DeviceBackend:
             **common,
         )
 
+    def _held(self, sd: Any, rate: int, ins: int) -> int:
+        """The frames the stream's reported latency (input + output) exceeds that of the same
+        stream with no fixed block (PortAudio's own period, what the device holds anyway): a
+        JACK duplex stream at a fixed block holds one block more in PortAudio's buffer
+        processor (measured: 128 frames at block 128, where an impulse takes 128 more)."""
+        probe = self._open(sd, lambda *args: None, rate, 0, ins, self.channels)
+        try:
+            return max(0, round(rate * (_total(self.stream.latency) - _total(probe.latency))))
+        finally:
+            probe.close()
+
     def start(self) -> None:
         self.stream.start()
 
@@ -135,6 +151,11 @@ class DeviceBackend:
             self.stream.close()
         finally:
             release()
+
+
+def _total(latency: float | tuple[float, float]) -> float:
+    """A stream's input and output latency added up (an output stream has only the one)."""
+    return sum(latency) if isinstance(latency, tuple) else latency
 
 
 def playback_channels(model: int, device: int, asked: int | None = None) -> int:

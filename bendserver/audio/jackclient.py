@@ -6,9 +6,10 @@ thread, never the process thread): the server keeps one while it plays on JACK
 say one xrun where several happened between two callbacks), and ``bendserver stress`` keeps one
 of its own as the witness. :class:`Loopback` plays a test signal into the server's input and
 records what comes back from its output, with JACK's time of each cycle: an impulse gives the
-latency the server adds, a tone the moment a control change became audible. Its process callback is Python: run it
-in a process of its own (``python jackclient.py``, see :func:`main`), never beside the server.
-cffi comes with sounddevice; libjack with JACK (Debian: libjack-jackd2-0).
+latency the server adds, a tone the moment a control change became audible. Its process
+callback is Python: run it in a process of its own (``python jackclient.py``, see :func:`main`),
+never beside the server. cffi comes with sounddevice; libjack with JACK (Debian:
+libjack-jackd2-0).
 """
 
 from __future__ import annotations

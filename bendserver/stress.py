@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -126,18 +127,26 @@ def run_stress(
                 with _served(
                     model, preset, block, name, search, latency=latency, extra=extra
                 ) as osc:
+                    label = _mode_label(osc, mode)
                     for load in served:
-                        rows.append(_measure(osc, jack, block, mode, load, seconds, ranges))
+                        rows.append(_measure(osc, jack, block, label, load, seconds, ranges))
                         progress(rows[-1])
                     if LATENCY in loads:
-                        latencies.append(_latency(osc, name, block, mode))
+                        latencies.append(_latency(osc, name, block, label))
                         progress(latencies[-1])
             if REFERENCE in loads:
-                server_rows = [r for r in rows if r.block == block and r.mode in modes]
-                work_ms = server_rows[-1].p50_ms if server_rows else 0.25
+                here = [r for r in rows if r.block == block and r.mode.split("(")[0] in modes]
+                work_ms = here[-1].p50_ms if here else 0.25
                 rows.append(_reference(name, jack, block, seconds, work_ms))
                 progress(rows[-1])
     return [*rows, *latencies]
+
+
+def _mode_label(osc: _Osc, mode: str) -> str:
+    """The mode as the table shows it: ``ring(N)`` for the ring N blocks ahead (its banner's
+    figure, which the default chooses from the model's compute)."""
+    found = re.search(r"ring mode \((\d+) blocks? ahead\)", "".join(osc.output))
+    return f"{mode}({found[1]})" if found else mode
 
 
 def format_rows(rows: list[Row | Latency]) -> str:

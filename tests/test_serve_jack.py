@@ -280,7 +280,8 @@ def test_the_stress_command_prints_its_table():
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.strip().startswith("256")]
     rows = [line.replace(" client", "_client").split() for line in lines]
-    assert [row[1:3] for row in rows] == [
+    assert rows[2][1].startswith("ring(") and rows[2][1] == rows[3][1], "blocks ahead shown"
+    assert [[row[1].split("(")[0], row[2]] for row in rows] == [
         ["C_client", "c"], ["C_client", "c+1k"], ["ring", "0"], ["ring", "1k"],
         ["numpy_client", "reference"],
     ], result.stdout  # fmt: skip

@@ -96,10 +96,12 @@ class DeviceBackend:
                 self.input = find_device(sd, input_name, "input")
             #: Channels opened on the device: a mono model plays on every one of them.
             self.channels = playback_channels(out_channels, self.output.outputs, output_channels)
+            own = self._own_latency(sd, sample_rate, in_channels)
             self.stream = self._open(sd, callback, sample_rate, block, in_channels, self.channels)
             #: Frames PortAudio's stream holds between the callback and the device beyond the
-            #: device's own latency (model rate: the stream's): what this path adds.
-            self.latency = self._held(sd, sample_rate, in_channels)
+            #: device's own latency (at the stream's rate, the model's): what this path adds.
+            held = 0.0 if own is None else _total(self.stream.latency) - own
+            self.latency = max(0, round(sample_rate * held))
         except BendingError:
             release()
             raise
@@ -130,14 +132,18 @@ class DeviceBackend:
             **common,
         )
 
-    def _held(self, sd: Any, rate: int, ins: int) -> int:
-        """The frames the stream's reported latency (input + output) exceeds that of the same
-        stream with no fixed block (PortAudio's own period, what the device holds anyway): a
-        JACK duplex stream at a fixed block holds one block more in PortAudio's buffer
-        processor (measured: 128 frames at block 128, where an impulse takes 128 more)."""
-        probe = self._open(sd, lambda *args: None, rate, 0, ins, self.channels)
+    def _own_latency(self, sd: Any, rate: int, ins: int) -> float | None:
+        """The seconds (input + output) PortAudio reports for the same stream with no fixed
+        block: the device's own latency, which a fixed block may exceed (a JACK duplex stream
+        holds one block more in PortAudio's buffer processor: an impulse took 128 frames more
+        at block 128). Opened and closed before the stream itself (a device may take one
+        stream at a time); None where it cannot be opened (nothing added is reported)."""
         try:
-            return max(0, round(rate * (_total(self.stream.latency) - _total(probe.latency))))
+            probe = self._open(sd, lambda *args: None, rate, 0, ins, self.channels)
+        except sd.PortAudioError:
+            return None
+        try:
+            return _total(probe.latency)
         finally:
             probe.close()
 

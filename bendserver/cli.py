@@ -268,8 +268,9 @@ def _ring_latency(block: int, rate: int) -> str:
     return (
         f"serve     the ring mode adds {frames} samples ({1e3 * frames / rate:.2f} ms: {ahead} "
         f"block{'s' if ahead > 1 else ''} ahead) on a device period of {block} at {rate} Hz, "
-        "more where the model's compute takes a good part of a block; its banner and /stats "
-        "say what it adds"
+        "more where the model's compute takes a good part of a block; the direct mode adds "
+        "what the device's stream holds (a block of a duplex stream on JACK); the banner and "
+        "/stats say what the path adds"
     )
 
 

@@ -34,6 +34,7 @@ from .audio import (
     has_default_output,
     output_devices,
 )
+from .audio.jackclient import JackXruns, server_xruns
 from .audio.priority import DISCOVERY, set_realtime
 from .audio.reporter import Reporter
 from .audio.ring import RingBackend
@@ -149,6 +150,7 @@ class Server:
         self.midi: MidiInput | None = None
         self._parts: list[Any] = []  # what to stop, in order
         self.recorder: Recorder | None = None
+        self.jack: JackXruns | None = None  # JACK's own xrun count, where it plays on JACK
         try:
             self.osc = OscService(
                 self.controller,
@@ -184,6 +186,9 @@ class Server:
                 self.callback = AudioCallback(self.processor, self.source, self.clock)
                 self.backend = self._backend(device_input, null)
                 self._parts += [self.backend, self.processor]
+            self.jack = None if null else server_xruns(self.backend.output.hostapi)
+            if self.jack is not None:
+                self._parts.append(self.jack)
             self.reporter = Reporter(engine, self.mode)
             self._parts.append(self.reporter)
             if options.record:  # last: a failure above leaves no empty file behind
@@ -321,12 +326,18 @@ class Server:
 
     @property
     def added_latency(self) -> int:
-        """Samples the audio path adds to the model's own latency (model rate)."""
-        return (self.processor or self.backend).latency
+        """Samples the audio path adds to the model's own latency (model rate): the rings and
+        resamplers, or the processor's and what PortAudio's stream holds beyond the device."""
+        if self.processor is None:
+            return self.backend.latency
+        return self.processor.latency + self.backend.latency
 
     def counters(self) -> dict[str, float]:
         """The server's counters (audio and OSC), as /stats adds them to the engine's."""
         counters = {"latency": self.latency, **self.callback.counters(), **self.osc.counters()}
+        if self.jack is not None:  # JACK's own count; the callback's flags tell fewer
+            counters["callback_xruns"] = counters["xruns"]
+            counters["xruns"] = self.jack.count
         counters["latency_ms"] = 1e3 * self.latency / self.engine.sample_rate
         counters["path_latency_ms"] = 1e3 * self.added_latency / self.engine.sample_rate
         if self.midi is not None:
@@ -424,7 +435,9 @@ class Server:
         the audio path adds (in ring mode the prefill, known once the device's period is)."""
         model = f"the model's {self.engine.latency} ({self.engine.model.latency_source})"
         if self.mode != "ring":
-            return f"{model} and the {self.mode} path's {self.processor.latency}"
+            held = self.backend.latency
+            stream = f" and PortAudio's stream's {held}" if held else ""
+            return f"{model}, the {self.mode} path's {self.processor.latency}{stream}"
         ring = self.backend
         held = ring.delays()
         parts = [model, f"the ring's {ring.prefill - held} at {ring.rate} Hz"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -57,7 +58,9 @@ REFERENCE = "reference"
 #: toggled at random phases of the block. Both heard by a loopback JACK client.
 LATENCY = "latency"
 #: Not a load either: JACK's example client in C (``jack_simple_client``, a sine from a table),
-#: the machine's floor for any client, measured the same way (JACK's own xrun count).
+#: the machine's floor for any client, measured the same way (JACK's own xrun count), once with
+#: no OSC and once under each OSC load of the run (the load client sending at the same rate to
+#: a port that nobody reads: the machine as busy with the sender as in the server's row).
 C_REFERENCE = "c"
 _LOADGEN = Path(__file__).parent / "osc" / "loadgen.py"
 _REFERENCE = Path(__file__).parent / "audio" / "reference.py"
@@ -73,7 +76,8 @@ class Row:
     coalesced: int
     dropped: str  #: how many, and their causes where there were any ("1 kernel")
     jack_xruns: int  #: JACK's own count (an xrun callback in a client of its own) in the row
-    xruns: int  #: the server's count (rtmixer's C callback in ring mode)
+    xruns: int  #: the server's count (JACK's xrun callback in the server, on a JACK server)
+    callback_xruns: int  #: the server's callback's status flags (one for several xruns)
     underruns: int  #: ring mode: the output ring ran dry
     late: int
     drain_ms: float  #: from the client's last message to the server having read all it sent
@@ -115,25 +119,34 @@ def run_stress(
     for block in blocks:
         with _jack(period or block) as name, JackXruns(name) as jack:
             if C_REFERENCE in loads:
-                rows.append(_c_reference(name, jack, block, seconds))
-                progress(rows[-1])
+                for load in ("0", *(load for load in served if load != "0")):
+                    rows.append(_c_reference(name, jack, block, seconds, load, ranges))
+                    progress(rows[-1])
             for mode in modes:
                 extra = ("--latency-mode", mode, *serve_args)
                 with _served(
                     model, preset, block, name, search, latency=latency, extra=extra
                 ) as osc:
+                    label = _mode_label(osc, mode)
                     for load in served:
-                        rows.append(_measure(osc, jack, block, mode, load, seconds, ranges))
+                        rows.append(_measure(osc, jack, block, label, load, seconds, ranges))
                         progress(rows[-1])
                     if LATENCY in loads:
-                        latencies.append(_latency(osc, name, block, mode))
+                        latencies.append(_latency(osc, name, block, label))
                         progress(latencies[-1])
             if REFERENCE in loads:
-                server_rows = [r for r in rows if r.block == block and r.mode in modes]
-                work_ms = server_rows[-1].p50_ms if server_rows else 0.25
+                here = [r for r in rows if r.block == block and r.mode.split("(")[0] in modes]
+                work_ms = here[-1].p50_ms if here else 0.25
                 rows.append(_reference(name, jack, block, seconds, work_ms))
                 progress(rows[-1])
     return [*rows, *latencies]
+
+
+def _mode_label(osc: _Osc, mode: str) -> str:
+    """The mode as the table shows it: ``ring(N)`` for the ring N blocks ahead (its banner's
+    figure, which the default chooses from the model's compute)."""
+    found = re.search(r"ring mode \((\d+) blocks? ahead\)", "".join(osc.output))
+    return f"{mode}({found[1]})" if found else mode
 
 
 def format_rows(rows: list[Row | Latency]) -> str:
@@ -154,7 +167,7 @@ def format_rows(rows: list[Row | Latency]) -> str:
 def _table(rows: list[Row]) -> str:
     headers = [
         "block", "mode", "load", "sent", "received", "coalesced", "dropped", "JACK xruns",
-        "xruns", "underruns", "late",
+        "xruns", "callback xruns", "underruns", "late",
         "drained ms", "final values", "compute p50 ms", "p99 ms", "max ms", "jitter p99 ms",
         "jitter max ms",
     ]  # fmt: skip
@@ -215,21 +228,13 @@ class _Osc:
 def _measure(
     osc: _Osc, jack: JackXruns, block: int, mode: str, load: str, seconds: float, ranges: list
 ) -> Row:
-    rate, duration = LOADS[load]
-    duration = duration * seconds if duration > 0 else duration
     before, jack_before = osc.stats(), jack.count
     if load == "0":
         time.sleep(seconds)
         sent, final, drain_ms = 0, "-", 0.0
     else:
         value = 0.37 + 0.01 * len(load)  # a value no load message carries
-        client = subprocess.run(
-            [sys.executable, str(_LOADGEN), str(osc.port), str(rate), str(duration), str(value)]
-            + [f"{a}={lo}:{hi}" for a, lo, hi in ranges],
-            capture_output=True,
-            text=True,
-        )
-        sent = int(client.stdout.split()[1])
+        sent = _send_load(osc.port, load, seconds, ranges, value)
         # The socket is first in, first out, and so are the intake and the worker: /stats is
         # answered once the server has read and dispatched all the client sent. A client
         # faster than the intake leaves a backlog in the socket's buffer; that time is shown.
@@ -243,13 +248,15 @@ def _measure(
         ok = all(math.isclose(got[a], v, abs_tol=1e-6) for a, v in wanted.items())
         final = "all applied" if ok and settled["pending"] == 0 else f"WRONG {got}"
     after = osc.stats()
-    counts = ("received", "coalesced", "dropped", "xruns", "underruns", "late", *LOSSES)
+    counts = ("received", "coalesced", "dropped", "xruns", "callback_xruns", "underruns", "late")
+    counts = (*counts, *LOSSES)
     delta = {k: int(after.get(k, 0) - before.get(k, 0)) for k in counts}
     causes = [f"{delta[k]} {k.removeprefix('dropped_')}" for k in LOSSES if delta[k]]
     dropped = f"{delta['dropped']} ({', '.join(causes)})" if causes else str(delta["dropped"])
     return Row(
         block, mode, load, sent, delta["received"], delta["coalesced"], dropped,
-        jack.count - jack_before, delta["xruns"], delta["underruns"], delta["late"], drain_ms,
+        jack.count - jack_before, delta["xruns"], delta["callback_xruns"], delta["underruns"],
+        delta["late"], drain_ms,
         final,
         after["p50_ms"], after["p99_ms"], after["max_ms"],
         after["jitter_p99_ms"], after["jitter_max_ms"],
@@ -382,8 +389,26 @@ def _jack_env(jack: str) -> dict[str, str]:
     return {**os.environ, "JACK_DEFAULT_SERVER": jack, "JACK_NO_START_SERVER": "1"}
 
 
-def _c_reference(jack: str, watch: JackXruns, block: int, seconds: float) -> Row:
-    """``jack_simple_client`` for ``seconds`` on JACK server ``jack``: JACK's xruns meanwhile."""
+def _send_load(port: int, load: str, seconds: float, ranges: list, value: float) -> int:
+    """Run the load client (:mod:`bendserver.osc.loadgen`) of ``load`` against ``port`` (with
+    ``value`` as the final values); how many messages it sent."""
+    rate, duration = LOADS[load]
+    duration = duration * seconds if duration > 0 else duration
+    client = subprocess.run(
+        [sys.executable, str(_LOADGEN), str(port), str(rate), str(duration), str(value)]
+        + [f"{a}={lo}:{hi}" for a, lo, hi in ranges],
+        capture_output=True,
+        text=True,
+    )
+    return int(client.stdout.split()[1])
+
+
+def _c_reference(
+    jack: str, watch: JackXruns, block: int, seconds: float, load: str, ranges: list
+) -> Row:
+    """``jack_simple_client`` for ``seconds`` on JACK server ``jack``, with the load client of
+    ``load`` sending meanwhile to a port nobody reads (the kernel drops what its buffer cannot
+    hold): JACK's xruns meanwhile."""
     if shutil.which("jack_simple_client") is None:
         raise BendingError("the C reference row needs jack_simple_client (Debian: jackd2)")
     before = watch.count
@@ -393,13 +418,20 @@ def _c_reference(jack: str, watch: JackXruns, block: int, seconds: float) -> Row
         stderr=subprocess.DEVNULL,
         env=_jack_env(jack),
     )
+    sent = 0
     try:
-        time.sleep(seconds)
+        if load == "0":
+            time.sleep(seconds)
+        else:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as nobody:
+                nobody.bind(("127.0.0.1", 0))
+                sent = _send_load(nobody.getsockname()[1], load, seconds, ranges, 0.5)
     finally:
         client.terminate()
         client.wait(timeout=10)
+    label = C_REFERENCE if load == "0" else f"{C_REFERENCE}+{load}"
     return Row(
-        block, "C client", C_REFERENCE, 0, 0, 0, "-", watch.count - before, -1, 0, 0, 0.0, "-",
+        block, "C client", label, sent, 0, 0, "-", watch.count - before, -1, -1, 0, 0, 0.0, "-",
         0.0, 0.0, 0.0, 0.0, 0.0,
     )  # fmt: skip
 
@@ -419,7 +451,7 @@ def _reference(jack: str, watch: JackXruns, block: int, seconds: float, work_ms:
     figures = dict(word.split("=") for word in client.stdout.split())
     return Row(
         block, "numpy client", REFERENCE, 0, 0, 0, "-", watch.count - before,
-        int(figures["xruns"]), 0, int(figures["late"]), 0.0, "-",
+        int(figures["xruns"]), int(figures["xruns"]), 0, int(figures["late"]), 0.0, "-",
         *(float(figures[k]) for k in ("p50_ms", "p99_ms", "max_ms", "jitter_p99_ms",
                                       "jitter_max_ms")),
     )  # fmt: skip

@@ -80,9 +80,11 @@ NOTES = """
 
 `/stats` keys: `blocks` (blocks computed), `latency` (samples from input to output before the
 device's own, as the banner prints; `latency_ms` the same in milliseconds, `path_latency_ms` the
-part the audio path adds to the model's own), `xruns` (device under/overflows reported to the audio
-callback, counted in C in ring mode), `underruns` and `ring_overflows` (ring mode: the output ring
-ran dry, silence played; the input ring was full), `missed` (threaded mode: outputs not ready in
+part the audio path adds to the model's own), `xruns` (on a JACK server JACK's own count, by an
+xrun callback in the server; elsewhere the callback's), `callback_xruns` (on JACK: device
+under/overflows as the audio callback's status flags tell them, counted in C in ring mode),
+`underruns` and `ring_overflows` (ring mode: the output ring ran dry, silence played; the input
+ring was full), `missed` (threaded mode: outputs not ready in
 time), `callback_errors`, `received`
 (datagrams from allowed hosts), `coalesced` (parameter values replaced by a newer value of the
 same address before they applied), `dropped` (messages lost; it stays 0 on a server sized for

@@ -24,9 +24,9 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
-from bendserver.audio.jackclient import delays, jack_now
+from bendserver.audio.jackclient import JackXruns, delays, jack_now
 from bendserver.audio.reporter import Reporter
-from bendserver.audio.ring import prefill
+from bendserver.audio.ring import Resampler, default_ahead, prefill
 from bendserver.errors import BendingError
 from bendserver.serve import ServeOptions, Server
 from bendserver.stress import loopback
@@ -104,6 +104,50 @@ def test_the_latency_reported_is_the_one_measured(jack, replies, block, sample_r
     assert f"{server.latency} samples" in banner and "ring mode (" in banner
     assert abs(result["latency_ms"] - 1e3 * reported / RATE) < 0.05
     assert f"(device block {PERIOD}" in banner, "the device's period, not the model's block"
+
+
+def test_the_direct_modes_latency_reported_is_the_one_measured(jack, replies):
+    """In direct mode PortAudio's JACK stream holds one block of a duplex stream in its buffer
+    processor (it reported 0 where an impulse took 128 at block 128): what the server reports
+    is what an impulse through it takes."""
+    with ring_server(replies, latency_mode="direct") as server:
+        time.sleep(0.3)
+        measured = through_server(jack)
+        result = stats(server.osc.port, replies)
+        reported, banner = server.added_latency, server.banner()
+    print(f"\ndirect mode at block {PERIOD}: reported {reported} frames, measured {measured}")
+    assert len(measured) >= 3 and reported > 0
+    assert abs(np.median(measured) - reported) <= 2, (measured, reported)
+    assert abs(result["path_latency_ms"] - 1e3 * reported / RATE) < 0.05
+    assert f"PortAudio's stream's {reported}" in banner and f"{server.latency} samples" in banner
+
+
+def test_the_servers_xrun_count_is_jacks(jack, replies):
+    """A model that takes three periods every 8th block, in the JACK callback (direct mode):
+    JACK counts the xruns, and /stats counts as many (JACK's xrun callback in the server), where
+    the callback's status flags tell one for several between two callbacks."""
+    with ring_server(replies, latency_mode="direct") as server, JackXruns(jack) as witness:
+        process, count = server.engine.process, [0]
+
+        def slow(audio):
+            count[0] += 1
+            if count[0] % 8 == 0:
+                time.sleep(3 * PERIOD / RATE)
+            return process(audio)
+
+        time.sleep(0.3)
+        before, seen = stats(server.osc.port, replies), witness.count
+        server.engine.process = slow
+        time.sleep(1.5)
+        server.engine.process = process
+        time.sleep(0.5)
+        after, seen = stats(server.osc.port, replies), witness.count - seen
+    counted = after["xruns"] - before["xruns"]
+    flags = after.get("callback_xruns", 0) - before.get("callback_xruns", 0)
+    print(f"\nforced xruns: JACK {seen}, /stats {counted}, the callback's flags {flags}")
+    assert seen >= 5, "the slow blocks made JACK xrun"
+    assert counted == seen, (counted, seen)
+    assert 0 < flags <= counted, "the callback's own count is kept beside JACK's"
 
 
 @pytest.mark.parametrize(
@@ -191,6 +235,28 @@ def test_the_prefill_leaves_every_block_ahead_blocks_of_time(ahead, block, perio
     assert least_time(frames - 1) < ahead * block, "the smallest such prefill"
     if block % period == 0:
         assert frames == (ahead + 1) * block - period
+
+
+@pytest.mark.parametrize(("rates", "chunk"), [((44100, 48000), 2048), ((48000, 44100), 256)])
+def test_the_prefill_covers_the_most_a_resampler_holds(rates, chunk):
+    """soxr hands frames out in its own chunks: what it holds swings (44.1 -> 48 kHz, blocks
+    of 2048: from 116 to 1006 frames); the figure the prefill adds is the most, not the 341
+    that one first chunk shows, or the ring runs dry where a block comes out short."""
+    resample = Resampler(*rates, 1)
+    taken = given = most = 0
+    for _ in range(400):
+        given += resample(np.zeros((1, chunk), dtype=np.float32)).shape[1]
+        taken += chunk
+        most = max(most, taken * rates[1] / rates[0] - given)
+    assert most <= resample.delay < most + 2, (most, resample.delay)
+
+
+def test_the_default_ahead_covers_a_served_blocks_slowest():
+    """A RAVE export warmed up at 24.7 ms a block of 46.4 ms served up to 48.7 ms: two blocks
+    ahead; drive at 128 (0.4 ms a block) keeps its three, wavae at 256 (2.2 ms) its two."""
+    assert default_ahead(2048, 44100, 0.0247) == 2
+    assert default_ahead(128, 48000, 0.0004) == 3
+    assert default_ahead(256, 48000, 0.0022) == 2
 
 
 def test_a_timetag_lands_on_its_sample_behind_the_ring(jack, replies):

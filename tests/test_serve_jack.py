@@ -280,12 +280,15 @@ def test_the_stress_command_prints_its_table():
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if line.strip().startswith("256")]
     rows = [line.replace(" client", "_client").split() for line in lines]
-    assert [row[1:3] for row in rows] == [
-        ["C_client", "c"], ["ring", "1k"], ["numpy_client", "reference"]
+    assert rows[2][1].startswith("ring("), "blocks ahead shown"
+    assert [[row[1].split("(")[0], row[2]] for row in rows] == [
+        ["C_client", "c"], ["C_client", "c+1k"], ["ring", "1k"], ["numpy_client", "reference"],
     ], result.stdout  # fmt: skip
-    assert "all applied" in result.stdout and int(rows[1][3]) >= 2000, result.stdout
-    reference = rows[2]
+    assert int(rows[1][3]) >= 2000, "the C client's machine is loaded with the same OSC sender"
+    assert "all applied" in result.stdout and int(rows[2][3]) >= 2000, result.stdout
+    reference = rows[3]
     assert reference[3:7] == ["0", "0", "0", "-"], "the reference client gets no OSC"
     assert float(reference[-5]) > 0.05, "it does work each block (the server's median)"
-    jack_xruns, server_xruns = int(rows[1][7]), int(rows[1][8])
-    assert abs(jack_xruns - server_xruns) <= 1, "the server's count agrees with JACK's"
+    jack_xruns, server_xruns = int(rows[2][7]), int(rows[2][8])
+    # the same xruns, read a few microseconds apart: one may fall between the two reads
+    assert abs(jack_xruns - server_xruns) <= 1, "the server counts JACK's xruns"

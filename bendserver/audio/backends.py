@@ -48,6 +48,8 @@ class NullStatus:
 class NullBackend(LoopThread):
     """Calls the callback every ``block / sample_rate`` seconds; nothing is played."""
 
+    latency = 0  #: frames held between the callback and the (absent) device
+
     def __init__(self, callback: Callback, sample_rate: int, block: int, channels: int) -> None:
         self.callback = callback
         self.block = block
@@ -94,7 +96,12 @@ class DeviceBackend:
                 self.input = find_device(sd, input_name, "input")
             #: Channels opened on the device: a mono model plays on every one of them.
             self.channels = playback_channels(out_channels, self.output.outputs, output_channels)
+            own = self._own_latency(sd, sample_rate, in_channels)
             self.stream = self._open(sd, callback, sample_rate, block, in_channels, self.channels)
+            #: Frames PortAudio's stream holds between the callback and the device beyond the
+            #: device's own latency (at the stream's rate, the model's): what this path adds.
+            held = 0.0 if own is None else _total(self.stream.latency) - own
+            self.latency = max(0, round(sample_rate * held))
         except BendingError:
             release()
             raise
@@ -125,6 +132,21 @@ class DeviceBackend:
             **common,
         )
 
+    def _own_latency(self, sd: Any, rate: int, ins: int) -> float | None:
+        """The seconds (input + output) PortAudio reports for the same stream with no fixed
+        block: the device's own latency, which a fixed block may exceed (a JACK duplex stream
+        holds one block more in PortAudio's buffer processor: an impulse took 128 frames more
+        at block 128). Opened and closed before the stream itself (a device may take one
+        stream at a time); None where it cannot be opened (nothing added is reported)."""
+        try:
+            probe = self._open(sd, lambda *args: None, rate, 0, ins, self.channels)
+        except sd.PortAudioError:
+            return None
+        try:
+            return _total(probe.latency)
+        finally:
+            probe.close()
+
     def start(self) -> None:
         self.stream.start()
 
@@ -135,6 +157,11 @@ class DeviceBackend:
             self.stream.close()
         finally:
             release()
+
+
+def _total(latency: float | tuple[float, float]) -> float:
+    """A stream's input and output latency added up (an output stream has only the one)."""
+    return sum(latency) if isinstance(latency, tuple) else latency
 
 
 def playback_channels(model: int, device: int, asked: int | None = None) -> int:

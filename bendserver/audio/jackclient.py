@@ -1,22 +1,29 @@
 """Small JACK clients for measuring a live server, through libjack in cffi's ABI mode.
 
 :class:`JackXruns` counts the JACK server's own xruns (its xrun callback, on JACK's notification
-thread), so that ``bendserver stress`` can say how many xruns JACK saw beside what the server
-counted. :class:`Loopback` plays a test signal into the server's input and records what comes
-back from its output, with JACK's time of each cycle: an impulse gives the latency the server
-adds, a tone the moment a control change became audible. Its process callback is Python: run it
-in a process of its own (``python jackclient.py``, see :func:`main`), never beside the server.
-cffi comes with sounddevice; libjack with JACK (Debian: libjack-jackd2-0).
+thread, never the process thread): the server keeps one while it plays on JACK
+(:func:`server_xruns`), so that its ``/stats`` says what JACK counted (a callback's status flags
+say one xrun where several happened between two callbacks), and ``bendserver stress`` keeps one
+of its own as the witness. :class:`Loopback` plays a test signal into the server's input and
+records what comes back from its output, with JACK's time of each cycle: an impulse gives the
+latency the server adds, a tone the moment a control change became audible. Its process
+callback is Python: run it in a process of its own (``python jackclient.py``, see :func:`main`),
+never beside the server. cffi comes with sounddevice; libjack with JACK (Debian:
+libjack-jackd2-0).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 import threading
 import time
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger("bendserver.audio")
 
 _DECLARATIONS = """
 typedef struct _jack_client jack_client_t;
@@ -91,6 +98,24 @@ class JackXruns(_Client):
         with self._lock:
             self.count += 1
         return 0
+
+    def stop(self) -> None:
+        """Close the client (a server part stops)."""
+        self.close()
+
+
+def server_xruns(hostapi: str) -> JackXruns | None:
+    """A counter of JACK's xruns where the device's host API is JACK (its server:
+    ``JACK_DEFAULT_SERVER``, else ``default``, as PortAudio's); None elsewhere, or where no
+    client can be opened (then the callback's own count stays the one reported)."""
+    if "JACK" not in hostapi:
+        return None
+    server = os.environ.get("JACK_DEFAULT_SERVER", "default")
+    try:
+        return JackXruns(server, "bendserver-xrun-count")
+    except (OSError, RuntimeError) as error:
+        log.warning("JACK's xruns are not counted (%s): /stats counts the callback's", error)
+        return None
 
 
 class Loopback(_Client):

@@ -44,26 +44,38 @@ POLL = 0.0005
 #: 9 to 15 times a minute, two blocks 1 or 2 times, three blocks never (``bendserver stress``,
 #: docs/serve.md).
 JITTER = 0.007
+#: How much longer than its warm-up a served block may take: a RAVE v2 export at two torch
+#: threads warmed up at 24.7 ms a block and served at p50 30.9, p99 44.7, max 48.7 ms (the
+#: compute thread beside the device's and the control's on two cores); wavae at 256, p99
+#: 3.83 ms against p50 2.11.
+TAIL = 2.0
 
 
 def default_ahead(block: int, sample_rate: int, compute: float = 0.0) -> int:
-    """The fewest model blocks that last :data:`JITTER` plus ``compute`` seconds (at least
-    one)."""
-    return max(1, math.ceil((JITTER + compute) * sample_rate / block - 1e-9))
+    """The fewest model blocks that last :data:`JITTER` plus ``compute`` seconds, and
+    :data:`TAIL` times ``compute`` (a served block's slowest), at least one."""
+    need = max(JITTER + compute, TAIL * compute)
+    return max(1, math.ceil(need * sample_rate / block - 1e-9))
 
 
-def resampler_delay(from_rate: int, to_rate: int, channels: int = 1) -> int:
-    """Frames (at ``to_rate``) that a streaming soxr resampler holds back: it aligns its output
-    on its input, so output frame j stands for input time j / to_rate, but hands out a frame
-    only once it has read the input its filter needs past it."""
+def resampler_delay(from_rate: int, to_rate: int, channels: int = 1, seconds: float = 4.0) -> int:
+    """The most frames (at ``to_rate``) that a streaming soxr resampler holds back: it aligns
+    its output on its input (output frame j stands for input time j / to_rate) but hands
+    frames out in its own chunks, so what it holds swings (44.1 -> 48 kHz: from 116 to 1006
+    frames, whatever the chunks fed): the rings' prefill must cover the most, not what one
+    first chunk shows (341 there). Found by streaming ``seconds`` of silence in 10 ms chunks."""
     if from_rate == to_rate:
         return 0
     import soxr
 
     stream = soxr.ResampleStream(from_rate, to_rate, channels, dtype="float32")
-    frames = from_rate // 10
-    out = stream.resample_chunk(np.zeros((frames, channels), dtype=np.float32))
-    return math.ceil(frames * to_rate / from_rate) - len(out)
+    chunk = np.zeros((max(1, from_rate // 100), channels), dtype=np.float32)
+    taken = given = held = 0
+    for _ in range(round(seconds * 100)):
+        given += len(stream.resample_chunk(chunk))
+        taken += len(chunk)
+        held = max(held, math.ceil(taken * to_rate / from_rate - given))
+    return held
 
 
 class Resampler:
@@ -108,8 +120,8 @@ class RingBackend:
     ) -> None:
         from .backends import playback_channels
 
-        #: Seconds a block of silence took to compute, after the first calls (slower: allocations,
-        #: caches, which would run the first ring dry): what the default ``ahead`` adds room for.
+        #: Seconds a block of silence takes to compute, past the first calls (slower: allocations,
+        #: caches, which would run the first ring dry): what the default ``ahead`` makes room for.
         self.compute = _warm_up(engine)
         ahead = ahead or default_ahead(engine.block, engine.sample_rate, self.compute)
         if ahead < 1:
@@ -407,15 +419,30 @@ def slack(frames: int, block: int, period: int, blocks: int) -> int:
     )
 
 
-def _warm_up(engine: StreamEngine, blocks: int = 3) -> float:
-    """Compute a few blocks of silence; the seconds the last one took."""
+def _warm_up(engine: StreamEngine, blocks: int = 8, first: int = 3) -> float:
+    """Compute ``blocks`` blocks of silence on a thread of the compute thread's priority (on a
+    busy machine a normal thread took 0.4 to 1 s for RAVE blocks it serves in 31 ms); the
+    median seconds of those after the ``first`` (slower: allocations, caches, first calls)."""
     silence = np.zeros((engine.in_channels, engine.block), dtype=np.float32)
-    took = 0.0
-    for _ in range(blocks):
-        started = time.perf_counter()
-        engine.process(silence)
-        took = time.perf_counter() - started
-    return took
+    took: list[float] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        set_realtime(AUDIO_WORKER)
+        try:
+            for _ in range(blocks):
+                started = time.perf_counter()
+                engine.process(silence)
+                took.append(time.perf_counter() - started)
+        except BaseException as error:  # raised again in the caller's thread
+            failed.append(error)
+
+    thread = threading.Thread(target=run, name="audio-warm-up")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return float(np.median(took[first:]))
 
 
 def _xruns(stats: Any) -> int:

@@ -352,9 +352,9 @@ def test_the_banner_says_whether_the_method_is_converted(tmp_path):
 
 def test_the_played_graph_calls_torchs_functions_where_the_name_picks_the_overload(tmp_path):
     """aten overloads become torch's functions and tensor methods (a Python frame less per
-    call), slices indexing or nothing where they keep the whole dimension; an overload that
-    a call by name could mistake (``aten.add.Scalar``: ``torch.add(x, 2, 1)`` is a
-    deprecated form) stays; the graph plays as the direct scripted call."""
+    call), slices indexing; an overload that a call by name could mistake
+    (``aten.add.Scalar``: ``torch.add(x, 2, 1)`` is a deprecated form) stays; the graph plays
+    as the direct scripted call."""
     path = codec_file(tmp_path)
     model = tb.load_model(path)
     model.bended.trace("forward", x=torch.zeros(1, 1, 256))

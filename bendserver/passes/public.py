@@ -4,9 +4,8 @@
 ``torch.ops.aten.cat.default(parts, -1)`` and ``torch.cat(parts, -1)`` run the same kernel;
 the second skips a Python frame (25 against 16 us per call measured on a busy 2-core machine,
 a third of the cost of small ops): over the 500 to 600 nodes of a RAVE export, about 3 ms a
-block. ``aten.slice``, which torch has no public function for, becomes indexing (``x[..., -3:]``),
-and a slice that keeps its whole dimension (a cache's batch, ``pad[0:1]`` of a batch of 1) is
-its input: it goes.
+block. ``aten.slice``, which torch has no public function for, becomes indexing
+(``x[..., -3:]``).
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import torch
 import torch.fx
 
 from .. import compat
+from .shapes import fixed_shape
 
 
 def _public(name: str) -> Callable[..., Any] | None:
@@ -35,37 +35,29 @@ def _public(name: str) -> Callable[..., Any] | None:
     return function if isinstance(function, types.BuiltinFunctionType) else None
 
 
-def _slice(node: torch.fx.Node) -> tuple | None:
-    """``aten.slice(x, dim, start, end, step)`` as the index ``x[index]`` takes, or ``()``
-    where it keeps all of ``x``, or None (a shape not known, an argument from the graph)."""
+def _slice(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple | None:
+    """``aten.slice(x, dim, start, end, step)`` as the index ``x[index]`` takes, or None (a
+    shape not known, an argument from the graph)."""
     x, dim, start, end, step = node.args + (0, None, None, 1)[len(node.args) - 1 :]
-    shape = x.meta.get("shape") if isinstance(x, torch.fx.Node) else None
+    shape = fixed_shape(gm, x)
     bounds = (start, end, step)
     if shape is None or node.kwargs or not isinstance(dim, int):
         return None
     if not all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in bounds):
         return None
-    dim %= len(shape)
-    if step == 1 and start in (None, 0) and (end is None or end >= shape[dim]):
-        return ()
-    return (slice(None),) * dim + (slice(start, end, step),)
+    return (slice(None),) * (dim % len(shape)) + (slice(start, end, step),)
 
 
 def public_calls(gm: torch.fx.GraphModule) -> bool:
     """Call ``torch.ops.aten`` operators as torch's public functions and tensor methods of the
     same name where the name cannot pick another overload (one Python frame less per call),
-    drop slices that keep a whole dimension and index the others."""
+    slices as indexing."""
     changed = False
     for node in list(gm.graph.nodes):
         name = compat.aten_name(node.target) if node.op == "call_function" else None
         if name is None:
             continue
-        index = _slice(node) if name == "slice" else None
-        if index == ():
-            node.replace_all_uses_with(node.args[0])
-            gm.graph.erase_node(node)
-            changed = True
-            continue
+        index = _slice(gm, node) if name == "slice" else None
         if index is not None:
             node.target, node.args = operator.getitem, (node.args[0], index)
             changed = True

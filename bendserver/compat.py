@@ -118,3 +118,29 @@ def returns_view(target: object) -> bool:
     alias = schema.arguments[0].alias_info
     returned = schema.returns[0].alias_info if schema.returns else None
     return alias is not None and not alias.is_write and returned is not None
+
+
+def aten_name(target: object) -> str | None:
+    """The operator name of an ``aten`` overload (``torch.ops.aten.slice.Tensor`` gives
+    ``"slice"``), or None for anything else."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    namespace, _, name = target._schema.name.partition("::")
+    return name if namespace == "aten" else None
+
+
+def aten_overload_ambiguous(target: torch._ops.OpOverload) -> bool:
+    """True when a call by name with this overload's positional arguments could resolve to
+    another overload: it takes a positional ``Scalar`` and its name has other overloads than
+    ``out=`` ones (``torch.add(x, 2, 1)`` for ``aten.add.Scalar`` finds a deprecated form)."""
+    positional = [a for a in target._schema.arguments if not a.kwarg_only]
+    scalar = any(t in str(a.type) for a in positional for t in ("number", "Scalar"))
+    names = target.overloadpacket.overloads()
+    others = [n for n in names if n != "out" and not n.endswith("_out")]  # out= never by name
+    return scalar and len(others) > 1
+
+
+def nn_function(name: str) -> object | None:
+    """torch's C function of an ``aten`` operator that only ``torch._C._nn`` holds
+    (``leaky_relu``, ``softplus``: ``torch.nn.functional`` wraps them in Python), or None."""
+    return getattr(torch._C._nn, name, None)

@@ -19,6 +19,7 @@ from torch import nn
 import bendserver as tb
 from bendserver.cli import build_parser, main
 from bendserver.latency import measure_latency
+from bendserver.passes import optimize
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
 
@@ -116,11 +117,21 @@ def centered_file(tmp_path_factory):
     return script(Centered(), tmp_path_factory.mktemp("latency") / "centered.ts")
 
 
+def played_dependence(path: Path, block: int) -> int | None:
+    """The first output sample that an impulse's sample changes through the graph the engine
+    plays (the file's ``forward`` converted and optimised; the latency at load differentiates
+    the scripted call instead)."""
+    model = tb.load_model(path, latency=0)
+    model.bended.trace("forward", x=torch.zeros(1, 1, block))
+    graph = optimize(model.bended.build("forward", []))
+    return measure_latency(graph, "forward", 1, block, model.sample_rate)
+
+
 def test_a_files_latency_is_what_an_impulse_through_the_engine_measures(frames_file):
     engine = tb.StreamEngine(frames_file, block=256, fuse=False)
     assert engine.model.latency_source == "measured at load"
     assert engine.latency > 0
-    assert impulse_onset(engine) == engine.latency
+    assert impulse_onset(engine) == engine.latency == played_dependence(frames_file, 256)
 
 
 def test_a_centered_stream_is_late_by_cached_convs_cumulative_delay(centered_file):
@@ -227,6 +238,9 @@ def test_a_rave_exports_latency_is_reported_and_nothing_comes_out_before_it(name
     # the first samples of an untrained RAVE's response are below float resolution (1e-36):
     # the impulse changes nothing before the latency, and something within the next block
     assert onset is not None and engine.latency <= onset < engine.latency + engine.block
+    # to the sample by the definition documented (the first sample the input can change):
+    # through the graph the engine plays, converted and optimised
+    assert played_dependence(path, engine.block) == engine.latency
     source = tmp_path / "in.wav"
     sf.write(source, np.zeros(RATE, np.float32), RATE, subtype="FLOAT")
     assert main(["render", str(source), "-m", str(path), "--trust-model", "-o",

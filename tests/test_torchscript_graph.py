@@ -17,9 +17,11 @@ from test_torchscript import nn_tilde_file
 from torch import nn
 
 import bendserver as tb
+from bendserver import compat
 from bendserver.cli import main
 from bendserver.control import Controller
 from bendserver.export import export_model
+from bendserver.passes import optimize
 from bendserver.presets import Preset
 from bendserver.serve import ServeOptions, Server
 
@@ -137,9 +139,11 @@ def test_converted_methods_equal_direct_scripted_calls_over_16_blocks_and_after_
         torch.manual_seed(index)
         with torch.no_grad():
             want = direct(torch.from_numpy(block)[None])[0].numpy()
-        # within 1e-5 (relative where RAVE's latents reach 4: the passes may pick another
-        # convolution form, which rounds otherwise)
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5, err_msg=f"block {index}")
+        # within 1e-5 of the block's scale where RAVE's latents reach 10: the passes may pick
+        # another convolution form, whose sums of 3 072 products round otherwise (1.1e-5 on
+        # one latent of a causal export's block 13 whose largest is 4.5: 2.5e-6 of it)
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=0, err_msg=f"block {index}")
         played.append(got)
     engine.request_reset()
     for index, block in enumerate(blocks):
@@ -344,3 +348,25 @@ def test_the_banner_says_whether_the_method_is_converted(tmp_path):
     ):
         options = ServeOptions(model=str(path), audio="null", osc_port=0, block=256)
         assert line in Server(options).banner()
+
+
+def test_the_played_graph_calls_torchs_functions_where_the_name_picks_the_overload(tmp_path):
+    """aten overloads become torch's functions and tensor methods (a Python frame less per
+    call), slices indexing; an overload that a call by name could mistake
+    (``aten.add.Scalar``: ``torch.add(x, 2, 1)`` is a deprecated form) stays; the graph plays
+    as the direct scripted call."""
+    path = codec_file(tmp_path)
+    model = tb.load_model(path)
+    model.bended.trace("forward", x=torch.zeros(1, 1, 256))
+    gm = optimize(model.bended.build("forward", []))
+    left = {n.target for n in gm.graph.nodes if compat.aten_name(n.target)}
+    aten = torch.ops.aten
+    gone = {aten.cat.default, aten.copy_.default, aten.leaky_relu.default, aten.tanh.default}
+    assert not (gone | {aten.sigmoid.default, aten.slice.Tensor}) & left
+    assert all(compat.aten_overload_ambiguous(target) for target in left), left
+    assert compat.aten_overload_ambiguous(torch.ops.aten.add.Scalar)
+    assert not compat.aten_overload_ambiguous(torch.ops.aten.add.Tensor)
+    direct = torch.jit.load(str(path))
+    for x in torch.randn(4, 1, 1, 256):
+        with torch.inference_mode():
+            torch.testing.assert_close(gm(x), direct(x), atol=1e-6, rtol=1e-6)

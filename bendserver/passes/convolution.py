@@ -1,13 +1,23 @@
 """1-d convolutions in the form that measures fastest for their shape.
 
-Three forms compute a small 1-d convolution (no padding, stride 1, one group), and which is
-fastest depends on the shape and the machine:
+Four forms compute a 1-d convolution (no padding, one group), and which is fastest depends on
+the shape and the machine:
 
 - torch's convolution (``im2col`` and a matrix product; ``slow_conv_dilated2d`` when dilated);
-- columns (:func:`strided_conv1d`): the input viewed as ``[batch, channels * taps, frames]``
-  (a copy, once reshaped) and one matrix product;
-- tap sums (:func:`tap_sum_conv1d`): one matrix product of the taps-major weight with the input
-  and the sum of the taps' shifted rows, read through a strided view (no copy at all).
+- columns (:func:`strided_conv1d`, stride 1): the input viewed as ``[batch, channels * taps,
+  frames]`` (a copy, once reshaped) and one matrix product;
+- tap sums (:func:`tap_sum_conv1d`, stride 1): one matrix product of the taps-major weight with
+  the input and the sum of the taps' shifted rows, read through a strided view (no copy at all);
+- rows (:func:`row_conv1d`, any stride, one tap too): the input viewed frames-major as
+  ``[batch, frames, channels * taps]`` (a copy) times the weight as stored (``F.linear``).
+
+Torch's convolution runs its matrix product with the weight on the side that BLAS repacks at
+every call: on a layer of many channels and few frames (a RAVE encoder's last layers: 768
+channels, 2 to 8 frames at block 2048) that costs 2 ms where ``F.linear`` reads the weight once
+(0.2 ms), and its transposed convolution is worse (8.4 ms for 768 to 384 channels, 8 taps,
+stride 4, on 2 frames). A transposed convolution (no padding, one group, no dilation) has one
+other form, :func:`folded_conv_transpose1d`: one matrix product and the taps' overlap-add
+(``F.fold``): 0.36 ms there.
 
 Measured here (one thread): drive's 8-to-1, 16-tap tone filter at block 2048 took 49 us as a
 convolution, 40 us as columns, 18 us as tap sums; at block 256, 9.4, 13.3 and 11.7 us. Its
@@ -18,8 +28,10 @@ in a process) and rewrites a convolution only into a form at least 10 % faster.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx
@@ -65,42 +77,103 @@ def tap_sum_conv1d(
     return y if bias is None else y.add_(bias.unsqueeze(-1))
 
 
-#: The rewrites, by the name the measurements print.
+def row_conv1d(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, dilation: int, stride: int = 1
+) -> torch.Tensor:
+    """``F.conv1d(x, weight, bias, stride, dilation=dilation)`` (no padding, one group) as
+    ``rows[frames, in * taps] @ weight[out, in * taps]^T`` (``F.linear``: the weight read as
+    stored), the rows a frames-major strided view of ``x`` (copied once reshaped)."""
+    batch, channels, length = x.shape
+    out_channels, _, taps = weight.shape
+    frames = (length - dilation * (taps - 1) - 1) // stride + 1
+    s_batch, s_channel, s_frame = x.stride()
+    rows = x.as_strided(
+        (batch, frames, channels, taps),
+        (s_batch, stride * s_frame, s_channel, dilation * s_frame),
+        x.storage_offset(),
+    ).reshape(batch, frames, channels * taps)
+    y = F.linear(rows, weight.reshape(out_channels, channels * taps), bias)
+    return y.transpose(1, 2).contiguous()
+
+
+def folded_conv_transpose1d(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: int
+) -> torch.Tensor:
+    """``F.conv_transpose1d(x, weight, bias, stride)`` (no padding, one group, no dilation) as
+    ``x[frames, in] @ weight[in, out * taps]``, each frame's taps then added where they fall
+    (``F.fold``: the overlap-add)."""
+    batch, channels, frames = x.shape
+    _, out_channels, taps = weight.shape
+    length = (frames - 1) * stride + taps
+    columns = torch.matmul(x.transpose(1, 2), weight.reshape(channels, out_channels * taps))
+    y = F.fold(columns.transpose(1, 2), (1, length), (1, taps), stride=(1, stride))
+    y = y.reshape(batch, out_channels, length)
+    return y if bias is None else y + bias.unsqueeze(-1)
+
+
+#: The rewrites of a convolution, by the name the measurements print; those in
+#: :data:`STRIDED` take a stride after the dilation.
 FORMS: dict[str, Callable[..., torch.Tensor]] = {
     "columns": strided_conv1d,
     "tap sums": tap_sum_conv1d,
+    "rows": row_conv1d,
 }
+STRIDED = {row_conv1d}
+#: The rewrites of a transposed convolution (``x, weight, bias, stride``).
+TRANSPOSED_FORMS: dict[str, Callable[..., torch.Tensor]] = {"folded": folded_conv_transpose1d}
 _CHOSEN: dict[tuple, Callable[..., torch.Tensor] | None] = {}
 
 
 def fastest_form(
-    x_shape: tuple[int, ...], weight_shape: tuple[int, ...], bias: bool, dilation: int
+    x_shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    bias: bool,
+    dilation: int,
+    stride: int = 1,
+    transposed: bool = False,
 ) -> Callable[..., torch.Tensor] | None:
-    """The rewrite at least 10 % faster than torch's convolution for these shapes (timed on
-    random tensors, the best of 15 calls each), or None: keep the convolution. Remembered
-    per shape, so that a rebuild does not time again."""
-    key = (x_shape, weight_shape, bias, dilation, torch.get_num_threads())
+    """The rewrite at least 10 % faster than torch's convolution (``transposed``: transposed
+    convolution, dilation 1) for these shapes (timed on random tensors, the best of 15 calls
+    each), or None: keep torch's. Remembered per shape, so that a rebuild does not time
+    again. Call the form with :func:`form_args`."""
+    kind = () if (stride, transposed) == (1, False) else (stride, transposed)
+    key = (x_shape, weight_shape, bias, dilation, torch.get_num_threads(), *kind)
     if key not in _CHOSEN:
         random = torch.Generator().manual_seed(0)  # the caller's global stream stays untouched
         x = torch.randn(x_shape, generator=random)
         weight = torch.randn(weight_shape, generator=random)
-        b = torch.randn(weight_shape[0], generator=random) if bias else None
-
-        def conv(x, weight, b, dilation):
-            return F.conv1d(x, weight, b, dilation=dilation)
-
+        channels = weight_shape[1] if transposed else weight_shape[0]
+        b = torch.randn(channels, generator=random) if bias else None
+        if transposed:
+            forms = list(TRANSPOSED_FORMS.values())
+            torch_s = functools.partial(F.conv_transpose1d, stride=stride)
+        else:
+            one_tap = weight_shape[-1] == 1
+            forms = [f for f in FORMS.values() if f in STRIDED or (stride == 1 and not one_tap)]
+            torch_s = functools.partial(F.conv1d, stride=stride, dilation=dilation)
         with torch.inference_mode():
-            times = {f: _best_time(f, (x, weight, b, dilation)) for f in (conv, *FORMS.values())}
+            times = {torch_s: _best_time(torch_s, (x, weight, b))}
+            for form in forms:
+                times[form] = _best_time(form, form_args(form, x, weight, b, dilation, stride))
         best = min(times, key=times.get)
-        _CHOSEN[key] = best if best is not conv and times[best] < 0.9 * times[conv] else None
+        _CHOSEN[key] = best if best is not torch_s and times[best] < 0.9 * times[torch_s] else None
     return _CHOSEN[key]
+
+
+def form_args(
+    form: Callable[..., torch.Tensor], x: Any, weight: Any, bias: Any, dilation: int, stride: int
+) -> tuple:
+    """The arguments ``form`` takes for a convolution of ``dilation`` and ``stride``."""
+    if form in TRANSPOSED_FORMS.values():
+        return (x, weight, bias, stride)
+    return (x, weight, bias, dilation, stride) if stride != 1 else (x, weight, bias, dilation)
 
 
 def form_plan() -> list[list]:
     """The forms chosen so far in this process, as JSON-able ``[key, form name or None]``
     pairs: a batch render hands them to every worker (and records them), so that each file is
     computed the same way whichever process renders it."""
-    names = {form: name for name, form in FORMS.items()}
+    names = {form: name for name, form in (FORMS | TRANSPOSED_FORMS).items()}
     return [
         [[list(x_shape), list(weight_shape), *rest], names.get(form)]
         for (x_shape, weight_shape, *rest), form in _CHOSEN.items()
@@ -109,10 +182,10 @@ def form_plan() -> list[list]:
 
 def use_form_plan(plan: list[list]) -> None:
     """Adopt another process's choices (:func:`form_plan`) instead of timing those shapes."""
-    for key, name in plan:
-        x_shape, weight_shape, bias, dilation, threads = key
-        _CHOSEN[(tuple(x_shape), tuple(weight_shape), bias, dilation, threads)] = (
-            None if name is None else FORMS[name]
+    forms = FORMS | TRANSPOSED_FORMS
+    for (x_shape, weight_shape, *rest), name in plan:
+        _CHOSEN[(tuple(x_shape), tuple(weight_shape), *rest)] = (
+            None if name is None else forms[name]
         )
 
 
@@ -128,7 +201,16 @@ def _best_time(fn: Callable[..., torch.Tensor], args: tuple, calls: int = 15) ->
 
 
 _CONV1D_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
-_CONV1D_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+_TRANSPOSED_ARGS = (
+    "input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"
+)  # fmt: skip
+_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "output_padding": 0, "dilation": 1}
+_CONVOLUTIONS = {
+    F.conv1d: _CONV1D_ARGS,
+    torch.ops.aten.conv1d.default: _CONV1D_ARGS,
+    F.conv_transpose1d: _TRANSPOSED_ARGS,
+    torch.ops.aten.conv_transpose1d.default: _TRANSPOSED_ARGS,
+}
 
 
 def _single(value: object) -> object:
@@ -136,21 +218,28 @@ def _single(value: object) -> object:
 
 
 def _conv1d_args(node: torch.fx.Node) -> dict[str, object] | None:
-    """The arguments of an ``F.conv1d`` node (or ``aten::conv1d``, from a converted TorchScript
-    method) by name, or None for another node."""
-    if node.op != "call_function" or node.target not in (F.conv1d, torch.ops.aten.conv1d.default):
+    """The arguments of an ``F.conv1d`` or ``F.conv_transpose1d`` node (or their ``aten`` ops,
+    from a converted TorchScript method) by name, one-element lists as their element, or None
+    for another node."""
+    if node.op != "call_function" or node.target not in _CONVOLUTIONS:
         return None
-    return {**_CONV1D_DEFAULTS, **dict(zip(_CONV1D_ARGS, node.args, strict=False)), **node.kwargs}
+    names = _CONVOLUTIONS[node.target]
+    args = {**_DEFAULTS, "groups": 1, **dict(zip(names, node.args, strict=False)), **node.kwargs}
+    args = {name: _single(value) for name, value in args.items()}
+    args["transposed"] = names is _TRANSPOSED_ARGS
+    return args
 
 
 def _shapes(gm: torch.fx.GraphModule, args: dict[str, object]) -> tuple | None:
     """The input and weight shapes of a rewritable convolution (a CPU float32 one, no padding,
-    stride 1, one group, more than one tap), or None."""
+    one group; transposed: no dilation either), or None."""
     if not (
-        _single(args["stride"]) == 1
-        and _single(args["padding"]) == 0
+        args["padding"] == 0
+        and args["output_padding"] == 0
         and args["groups"] == 1
-        and isinstance(_single(args["dilation"]), int)
+        and isinstance(args["stride"], int)
+        and isinstance(args["dilation"], int)
+        and (args["dilation"] == 1 or not args["transposed"])
     ):
         return None
     x, weight = args["input"], args["weight"]
@@ -164,7 +253,6 @@ def _shapes(gm: torch.fx.GraphModule, args: dict[str, object]) -> tuple | None:
         or tensor.device.type != "cpu"
         or tensor.dtype != torch.float32
         or tensor.dim() != 3
-        or tensor.shape[-1] < 2
         or len(x.meta["shape"]) != 3
     ):
         return None
@@ -172,23 +260,25 @@ def _shapes(gm: torch.fx.GraphModule, args: dict[str, object]) -> tuple | None:
 
 
 def conv1d_forms(gm: torch.fx.GraphModule) -> bool:
-    """Rewrite 1-d convolutions of more than one tap (no padding, stride 1, one group) into
-    :func:`strided_conv1d` or :func:`tap_sum_conv1d` where one measures faster for their
-    shapes (:func:`fastest_form`)."""
+    """Rewrite 1-d convolutions and transposed convolutions (no padding, one group) into the
+    form that measures fastest for their shapes (:func:`fastest_form`), where one is faster
+    than torch's."""
     changed = False
     for node in list(gm.graph.nodes):
         args = _conv1d_args(node)
         shapes = _shapes(gm, args) if args is not None else None
         if shapes is None:
             continue
-        dilation = _single(args["dilation"])
-        form = fastest_form(*shapes, args["bias"] is not None, dilation)
+        dilation, stride = args["dilation"], args["stride"]
+        bias = args["bias"] is not None
+        form = fastest_form(*shapes, bias, dilation, stride, args["transposed"])
         if form is None:
             continue
         with gm.graph.inserting_before(node):
-            new = gm.graph.call_function(
-                form, (args["input"], args["weight"], args["bias"], dilation)
+            arguments = form_args(
+                form, args["input"], args["weight"], args["bias"], dilation, stride
             )
+            new = gm.graph.call_function(form, arguments)
         node.replace_all_uses_with(copy_meta(node, new))
         gm.graph.erase_node(node)
         changed = True

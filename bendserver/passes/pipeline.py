@@ -13,6 +13,7 @@ from .attributes import direct_attributes
 from .calls import direct_calls
 from .cleanup import dead_code, drop_detach, fold_constants
 from .convolution import conv1d_forms
+from .public import public_calls
 from .shapes import fold_shapes
 from .streaming import preallocated_cache
 
@@ -43,6 +44,7 @@ PASSES = (
     GraphPass("fold-constants", fold_constants),
     GraphPass("dead-code", dead_code),
     GraphPass("direct-attributes", direct_attributes),
+    GraphPass("public-calls", public_calls),
 )
 
 

@@ -38,7 +38,7 @@ _PURE = {
 _UNKNOWN = object()
 
 
-def _shape(gm: torch.fx.GraphModule, node: Any) -> torch.Size | None:
+def fixed_shape(gm: torch.fx.GraphModule, node: Any) -> torch.Size | None:
     """The fixed shape of a tensor node, if known."""
     if not isinstance(node, torch.fx.Node):
         return None
@@ -52,11 +52,11 @@ def _shape(gm: torch.fx.GraphModule, node: Any) -> torch.Size | None:
 def _value(gm: torch.fx.GraphModule, node: torch.fx.Node, known: dict) -> Any:
     """The value ``node`` always has, or ``_UNKNOWN``."""
     if node.op == "call_function" and node.target is getattr and node.args[1] in ("shape", "ndim"):
-        shape = _shape(gm, node.args[0])
+        shape = fixed_shape(gm, node.args[0])
         if shape is not None:
             return shape if node.args[1] == "shape" else len(shape)
     if node.op == "call_method" and node.target in ("size", "dim") and not node.kwargs:
-        shape = _shape(gm, node.args[0])
+        shape = fixed_shape(gm, node.args[0])
         if shape is not None and node.target == "dim":
             return len(shape)
         if shape is not None:

@@ -12,7 +12,7 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
-from .convolution import strided_conv1d, tap_sum_conv1d
+from .convolution import folded_conv_transpose1d, row_conv1d, strided_conv1d, tap_sum_conv1d
 from .nodes import add_buffer, attribute, is_view, mutates
 
 #: Functions that read their input and return a fresh tensor (never a view of it).
@@ -24,6 +24,8 @@ _FRESH = {
     torch.matmul,
     strided_conv1d,
     tap_sum_conv1d,
+    row_conv1d,
+    folded_conv_transpose1d,
 }
 
 

@@ -104,10 +104,6 @@ def _probe(args: argparse.Namespace) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from .serve import ServeOptions, run
 
-    if args.rack is not None:
-        raise BendingError(
-            "serve plays one model for now: render and info take a rack (-m repeated, --rack)"
-        )
     if args.record:
         check_writable(args.record)
     _probe(args)

@@ -358,15 +358,17 @@ def _reset(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
 def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     what = args[0] if args else "addresses"
     engine = ctl.engine
-    state = engine.state
     listings: dict[str, Callable[[], list[Any]]] = {
         "addresses": lambda: [a.pattern for a in ADDRESSES],
+        "nodes": lambda: list(getattr(engine, "order", [])),
         "weights": lambda: engine.bended.weight_names,
         "activations": lambda: engine.bended.activation_names(engine.method),
         "versions": lambda: engine.versions,
-        "ops": lambda: state.op_ids,
+        "ops": lambda: engine.state.op_ids,
         "types": lambda: sorted(OPS),
-        "bends": lambda: [f"/bend/{op.op_id}/{name}" for op in state.ops for name, _ in op.params],
+        "bends": lambda: [
+            f"/bend/{op.op_id}/{name}" for op in engine.state.ops for name, _ in op.params
+        ],
         "presets": ctl.presets.names,
         "attributes": lambda: engine.model.attributes,
     }
@@ -517,6 +519,12 @@ def _midi_program(ctl: Controller, m: Match, args: list[Any], at: int | None) ->
 def _model_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     if ctl.switcher is None:
         raise BendingError("/model/load needs a live server (bendserver serve)")
+    nodes = getattr(ctl.engine, "nodes", {})
+    if len(nodes) > 1:
+        raise BendingError(
+            f"/model/load replaces a one-model server's model; this rack plays {len(nodes)} "
+            f"nodes ({', '.join(nodes)}): serve the rack with the model it should play instead"
+        )
     source, *preset = args
     if preset:
         check_name(preset[0])
@@ -637,8 +645,8 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/list",
         Schema((), (Arg("what", "text"),)),
-        "reply with names: addresses, weights, activations, versions, ops, types, bends, "
-        "presets, attributes",
+        "reply with names: addresses, nodes (a rack's, in playing order), weights, "
+        "activations, versions, ops, types, bends, presets, attributes",
         _list,
         query=True,
     ),

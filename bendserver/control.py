@@ -26,7 +26,7 @@ from .engine.state import OP_ID
 from .errors import BendingError
 from .midimap import Mapping, MidiMap, read_mappings, write_mappings
 from .paths import user_dir
-from .presets import PresetLibrary, check_name
+from .presets import Preset, PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 
 Reply = tuple[str, list[Any]]
@@ -187,7 +187,7 @@ class Controller:
         node of the rack (its own addresses, applied at once or at ``at``)."""
         node = self._node_of(address)
         if node is not None:
-            return self._node_controller(node).dispatch(address[len(node) + 1 :], args, at)
+            return self.node_controller(node).dispatch(address[len(node) + 1 :], args, at)
         match = route(address)
         values = match.entry.schema.parse(address, args)
         if client is not None and at is not None and not match.entry.query:
@@ -210,7 +210,7 @@ class Controller:
             return None if parts[1] in ROOT_WORDS else parts[1]
         return None
 
-    def _node_controller(self, name: str) -> Controller:
+    def node_controller(self, name: str) -> Controller:
         """A controller of one node, sharing the presets and counters (made once)."""
         made = self._nodes.get(name)
         if made is None:
@@ -320,14 +320,35 @@ def _version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None
 def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     preset = ctl.presets.load(check_name(args[0]))
     _check_mappings(preset.midi, f"preset '{preset.name}'")
-    ctl.engine.load_preset(preset, at=at)
+    nodes = getattr(ctl.engine, "nodes", {})
+    if preset.nodes:  # a rack's: each node its part (nodes it does not name keep theirs)
+        unknown = sorted(set(preset.nodes) - set(nodes))
+        if unknown:
+            raise BendingError(
+                f"preset '{preset.name}' sets nodes {unknown} this rack does not play (its "
+                f"nodes: {', '.join(nodes)}): load it into a rack of those nodes"
+            )
+        for name, part in preset.nodes.items():
+            nodes[name].load_preset(part, at=at)
+    elif len(nodes) > 1:
+        raise BendingError(
+            f"preset '{preset.name}' is one model's and this rack plays {', '.join(nodes)}: "
+            f"send it to one node (/{next(iter(nodes))}/preset/load {preset.name})"
+        )
+    else:
+        ctl.engine.load_preset(preset, at=at)
     if preset.midi:  # a preset without mappings keeps those playing
         ctl.midi.replace(preset.midi)
 
 
 def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     name, *overwrite = args
-    preset = ctl.engine.preset(check_name(name), at=at)
+    nodes = getattr(ctl.engine, "nodes", {})
+    if len(nodes) > 1:  # a rack's: each node's state under its name
+        parts = {node: part.preset(node, at=at) for node, part in nodes.items()}
+        preset = Preset(check_name(name), nodes=parts)
+    else:
+        preset = ctl.engine.preset(check_name(name), at=at)
     preset.midi = ctl.midi.mappings()
     ctl.presets.save(preset, overwrite=bool(overwrite and overwrite[0]))
     return [("/preset/saved", [name])]

@@ -1,7 +1,9 @@
 """A rack served live: one block loop, per-node OSC with the real client (a node's change heard,
 /get per node, /list nodes), the banner's nodes and latency, and the CLI's -m/--rack serve."""
 
+import json
 import time
+import urllib.request
 
 import numpy as np
 import soundfile as sf
@@ -73,3 +75,41 @@ def test_cli_serves_the_shipped_rack_naming_its_nodes_and_latency(capsys):
     assert code == 0
     assert "rack       " in printed and "node       /" in printed
     assert "the rack's" in printed and "stopped: blocks" in printed
+
+
+def test_oscquery_shows_the_racks_tree_of_nodes(replies):
+    rack = Rack({"a": _scaled("a"), "b": _scaled("b")}, fuse=False)
+    rack.nodes["b"].set_param("g", "value", 0.5)
+    options = ServeOptions(audio="null", osc_port=0, reply_port=replies.port, zeroconf=False)
+    with Server(options, engine=rack) as server:
+        time.sleep(0.1)  # the change above applies at the next block
+        root = json.loads(urllib.request.urlopen(server.oscquery.url, timeout=5).read())
+        assert sorted(root["CONTENTS"]) == ["a", "b"]
+        url = f"{server.oscquery.url}/b/bend/g/value"
+        param = json.loads(urllib.request.urlopen(url, timeout=5).read())
+        assert param["FULL_PATH"] == "/b/bend/g/value" and param["VALUE"] == [0.5]
+        assert "/a/engine/gain" in server.oscquery.namespace.methods()
+
+
+def test_a_racks_preset_saves_every_node_and_loads_each_part(replies):
+    rack = Rack({"a": _scaled("a"), "b": _scaled("b")}, fuse=False)
+    options = ServeOptions(audio="null", osc_port=0, reply_port=replies.port, oscquery_port=0)
+    with Server(options, engine=rack) as server:
+        port = server.osc.port
+        oscsend(port, "/b/bend/g/value", "f", 0.5)
+        oscsend(port, "/preset/save", "s", "whole_rack")
+        assert replies.wait_for("/preset/saved") == ["whole_rack"]
+        saved = json.loads(server.controller.presets.path("whole_rack").read_text())
+        assert sorted(saved["nodes"]) == ["a", "b"]
+        assert saved["nodes"]["b"]["ops"] != saved["nodes"]["a"]["ops"]  # b's value 0.5
+        oscsend(port, "/b/bend/g/value", "f", 0.9)
+        oscsend(port, "/preset/load", "s", "whole_rack")
+        oscsend(port, "/b/get/bend/g/value")  # after the load: queries wait for changes
+        deadline = time.monotonic() + 5
+        while rack.nodes["b"].applied_state.op("g").params[0][1] != 0.5:
+            assert time.monotonic() < deadline, "the rack's preset did not load node b's part"
+            time.sleep(0.01)
+        oscsend(port, "/b/preset/save", "s", "node_b")  # one node's: the rack refuses it
+        assert replies.wait_for("/preset/saved") == ["node_b"]
+        oscsend(port, "/preset/load", "s", "node_b")
+        assert "send it to one node (/a/preset/load node_b)" in replies.wait_for("/error")[-1]

@@ -382,11 +382,12 @@ class Server:
             f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "
             f"{options.reply_host or 'the sender'}:{options.reply_port}",
         ]
+        models = len(engine.nodes) + (len(engine.nodes) > 1)  # the model lines' count
         for node in engine.nodes.values():
             if node.bended.scripted:
                 unconverted = node.bended.unconverted.get(node.method)
                 lines.insert(
-                    1,
+                    models,
                     f"torchscript {node.method}() plays as a direct scripted call: {unconverted}"
                     if unconverted
                     else f"torchscript {node.method}() converted into a graph: every op bends it",

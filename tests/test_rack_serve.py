@@ -11,9 +11,11 @@ from jack import oscsend
 from streaming import Identity
 
 import bendserver as tb
+from bendserver.bench import bench_rack
 from bendserver.cli import main
 from bendserver.engine.node import Node
 from bendserver.engine.rack import Rack
+from bendserver.rackspec import RackSpec
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 64
@@ -113,3 +115,15 @@ def test_a_racks_preset_saves_every_node_and_loads_each_part(replies):
         assert replies.wait_for("/preset/saved") == ["node_b"]
         oscsend(port, "/preset/load", "s", "node_b")
         assert "send it to one node (/a/preset/load node_b)" in replies.wait_for("/error")[-1]
+
+
+def test_bench_times_a_rack_against_its_models_one_after_the_other(capsys):
+    spec = RackSpec.chain(["drive", "drive"])
+    runs = bench_rack(spec, [256], calls=3)["256"]["runs"]
+    assert list(runs) == [
+        "models one after the other",
+        "rack (drive (forward) -> drive_2 (forward))",
+    ]
+    assert all(run["p50_ms"] > 0 and run["max_ms"] >= run["p50_ms"] for run in runs.values())
+    assert main(["bench", "-m", "drive", "-m", "drive", "--calls", "2", "--apply-sizes", "0"]) == 0
+    assert "rack (drive (forward) -> drive_2 (forward))" in capsys.readouterr().out

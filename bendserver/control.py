@@ -211,10 +211,11 @@ class Controller:
         return None
 
     def node_controller(self, name: str) -> Controller:
-        """A controller of one node, sharing the presets and counters (made once)."""
-        made = self._nodes.get(name)
-        if made is None:
-            made = Controller(self.engine.nodes[name], self.presets, self.counters)
+        """A controller of one node, sharing the presets and counters (made once per node: a
+        model switched in under the same name gets its own)."""
+        node, made = self.engine.nodes[name], self._nodes.get(name)
+        if made is None or made.engine is not node:
+            made = Controller(node, self.presets, self.counters)
             self._nodes[name] = made
         return made
 

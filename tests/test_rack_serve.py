@@ -13,6 +13,7 @@ from streaming import Identity
 import bendserver as tb
 from bendserver.bench import bench_rack
 from bendserver.cli import main
+from bendserver.control import Controller
 from bendserver.engine.node import Node
 from bendserver.engine.rack import Rack
 from bendserver.rackspec import RackSpec
@@ -127,3 +128,12 @@ def test_bench_times_a_rack_against_its_models_one_after_the_other(capsys):
     assert all(run["p50_ms"] > 0 and run["max_ms"] >= run["p50_ms"] for run in runs.values())
     assert main(["bench", "-m", "drive", "-m", "drive", "--calls", "2", "--apply-sizes", "0"]) == 0
     assert "rack (drive (forward) -> drive_2 (forward))" in capsys.readouterr().out
+
+
+def test_a_nodes_address_reaches_the_model_switched_in_under_its_name():
+    controller = Controller(tb.StreamEngine(Identity(), block=BLOCK))
+    controller.dispatch("/Identity/bend/add", ["g", "Scale", "gain"])
+    switched = tb.StreamEngine(Identity(), block=BLOCK)  # what /model/load Identity swaps in
+    controller.engine = switched
+    controller.dispatch("/Identity/bend/add", ["g", "Scale", "gain"])
+    assert "g" in switched.state.op_ids

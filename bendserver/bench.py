@@ -24,6 +24,7 @@ from torch import nn
 from .engine import StreamEngine
 from .loader import load_model, resolve_device
 from .presets import preset_for
+from .rackspec import RackSpec
 
 
 def _percentiles(samples: Sequence[float]) -> dict[str, float]:
@@ -100,6 +101,51 @@ def bench_block(
     baseline = "direct scripted call" if raw_model.bended.scripted else "raw eager"
     runs = {baseline: raw}
     runs.update({name: functools.partial(e.process, audio) for name, e in engines.items()})
+    duration_ms = 1e3 * block / plain.sample_rate
+    stats = _compared(runs, calls, duration_ms)
+    source = raw_model.latency_source
+    return {"block_ms": duration_ms, "latency": latency, "latency_source": source, "runs": stats}
+
+
+def bench_rack(
+    spec: RackSpec,
+    blocks: Sequence[int],
+    calls: int = 300,
+    search: Sequence[str] = (),
+    optimize: str = "passes",
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """A rack against its nodes' models played as separate one-node racks one after the other
+    (a chain's nodes; same presets), for each block size: what the rack's loop costs."""
+    results: dict[str, Any] = {}
+    for block in blocks:
+        rack = spec.build(block, device, optimize, fuse=False, search=search)
+        alone = [
+            RackSpec((node,)).build(block, device, optimize, fuse=False, search=search)
+            for node in spec.nodes
+        ]
+        rng = np.random.default_rng(0)
+        audio = (0.3 * rng.standard_normal((rack.in_channels, rack.in_frames))).astype(np.float32)
+
+        def separate(x: np.ndarray = audio, engines: list = alone) -> None:
+            for engine in engines:
+                x = engine.process(x)
+
+        runs = {"models one after the other": separate}
+        runs[f"rack ({rack.method})"] = functools.partial(rack.process, audio)
+        duration_ms = 1e3 * block / rack.sample_rate
+        results[str(block)] = {
+            "block_ms": duration_ms,
+            "latency": rack.latency,
+            "latency_source": "the rack's longest path",
+            "runs": _compared(runs, calls, duration_ms),
+        }
+    return results
+
+
+def _compared(runs: dict[str, Callable[[], Any]], calls: int, block_ms: float) -> dict:
+    """p50/p99/max of ``calls`` timed calls of each run, taken in turn (a busy machine slows
+    each alike) after 10 untimed ones; ratios to the first run and to real time."""
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for fn in runs.values():
         for _ in range(10):
@@ -107,14 +153,12 @@ def bench_block(
     for _ in range(calls):
         for name, fn in runs.items():
             samples[name].append(_timed(fn))
-    duration_ms = 1e3 * block / plain.sample_rate
     stats = {name: _percentiles(s) for name, s in samples.items()}
-    raw_p50 = stats[baseline]["p50_ms"]
+    first_p50 = next(iter(stats.values()))["p50_ms"]
     for entry in stats.values():
-        entry["ratio_p50"] = entry["p50_ms"] / raw_p50
-        entry["realtime_x"] = duration_ms / entry["p50_ms"]
-    source = raw_model.latency_source
-    return {"block_ms": duration_ms, "latency": latency, "latency_source": source, "runs": stats}
+        entry["ratio_p50"] = entry["p50_ms"] / first_p50
+        entry["realtime_x"] = block_ms / entry["p50_ms"]
+    return stats
 
 
 class _WideStack(nn.Module):

@@ -104,10 +104,6 @@ def _probe(args: argparse.Namespace) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from .serve import ServeOptions, run
 
-    if args.rack is not None:
-        raise BendingError(
-            "serve plays one model for now: render and info take a rack (-m repeated, --rack)"
-        )
     if args.record:
         check_writable(args.record)
     _probe(args)
@@ -342,21 +338,24 @@ def _info_rack(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     import torch
 
-    from .bench import bench_blocks, bench_weight_apply, format_results
+    from .bench import bench_blocks, bench_rack, bench_weight_apply, format_results
 
-    if args.rack is not None:
-        raise BendingError("bench measures one model for now: render and info take a rack")
     torch.set_num_threads(args.threads)
-    results = bench_blocks(
-        args.model,
-        args.block,
-        args.calls,
-        args.preset,
-        args.models_dir,
-        args.optimize,
-        args.device,
-        args.latency,
-    )
+    if args.rack is not None:
+        results = bench_rack(
+            args.rack, args.block, args.calls, args.models_dir, args.optimize, args.device
+        )
+    else:
+        results = bench_blocks(
+            args.model,
+            args.block,
+            args.calls,
+            args.preset,
+            args.models_dir,
+            args.optimize,
+            args.device,
+            args.latency,
+        )
     apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
         print(json.dumps({"blocks": results, "weight_apply": apply}, indent=2))

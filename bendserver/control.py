@@ -26,7 +26,7 @@ from .engine.state import OP_ID
 from .errors import BendingError
 from .midimap import Mapping, MidiMap, read_mappings, write_mappings
 from .paths import user_dir
-from .presets import PresetLibrary, check_name
+from .presets import Preset, PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 
 Reply = tuple[str, list[Any]]
@@ -187,7 +187,7 @@ class Controller:
         node of the rack (its own addresses, applied at once or at ``at``)."""
         node = self._node_of(address)
         if node is not None:
-            return self._node_controller(node).dispatch(address[len(node) + 1 :], args, at)
+            return self.node_controller(node).dispatch(address[len(node) + 1 :], args, at)
         match = route(address)
         values = match.entry.schema.parse(address, args)
         if client is not None and at is not None and not match.entry.query:
@@ -210,11 +210,12 @@ class Controller:
             return None if parts[1] in ROOT_WORDS else parts[1]
         return None
 
-    def _node_controller(self, name: str) -> Controller:
-        """A controller of one node, sharing the presets and counters (made once)."""
-        made = self._nodes.get(name)
-        if made is None:
-            made = Controller(self.engine.nodes[name], self.presets, self.counters)
+    def node_controller(self, name: str) -> Controller:
+        """A controller of one node, sharing the presets and counters (made once per node: a
+        model switched in under the same name gets its own)."""
+        node, made = self.engine.nodes[name], self._nodes.get(name)
+        if made is None or made.engine is not node:
+            made = Controller(node, self.presets, self.counters)
             self._nodes[name] = made
         return made
 
@@ -320,14 +321,35 @@ def _version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None
 def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     preset = ctl.presets.load(check_name(args[0]))
     _check_mappings(preset.midi, f"preset '{preset.name}'")
-    ctl.engine.load_preset(preset, at=at)
+    nodes = getattr(ctl.engine, "nodes", {})
+    if preset.nodes:  # a rack's: each node its part (nodes it does not name keep theirs)
+        unknown = sorted(set(preset.nodes) - set(nodes))
+        if unknown:
+            raise BendingError(
+                f"preset '{preset.name}' sets nodes {unknown} this rack does not play (its "
+                f"nodes: {', '.join(nodes)}): load it into a rack of those nodes"
+            )
+        for name, part in preset.nodes.items():
+            nodes[name].load_preset(part, at=at)
+    elif len(nodes) > 1:
+        raise BendingError(
+            f"preset '{preset.name}' is one model's and this rack plays {', '.join(nodes)}: "
+            f"send it to one node (/{next(iter(nodes))}/preset/load {preset.name})"
+        )
+    else:
+        ctl.engine.load_preset(preset, at=at)
     if preset.midi:  # a preset without mappings keeps those playing
         ctl.midi.replace(preset.midi)
 
 
 def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     name, *overwrite = args
-    preset = ctl.engine.preset(check_name(name), at=at)
+    nodes = getattr(ctl.engine, "nodes", {})
+    if len(nodes) > 1:  # a rack's: each node's state under its name
+        parts = {node: part.preset(node, at=at) for node, part in nodes.items()}
+        preset = Preset(check_name(name), nodes=parts)
+    else:
+        preset = ctl.engine.preset(check_name(name), at=at)
     preset.midi = ctl.midi.mappings()
     ctl.presets.save(preset, overwrite=bool(overwrite and overwrite[0]))
     return [("/preset/saved", [name])]
@@ -358,15 +380,17 @@ def _reset(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
 def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     what = args[0] if args else "addresses"
     engine = ctl.engine
-    state = engine.state
     listings: dict[str, Callable[[], list[Any]]] = {
         "addresses": lambda: [a.pattern for a in ADDRESSES],
+        "nodes": lambda: list(getattr(engine, "order", [])),
         "weights": lambda: engine.bended.weight_names,
         "activations": lambda: engine.bended.activation_names(engine.method),
         "versions": lambda: engine.versions,
-        "ops": lambda: state.op_ids,
+        "ops": lambda: engine.state.op_ids,
         "types": lambda: sorted(OPS),
-        "bends": lambda: [f"/bend/{op.op_id}/{name}" for op in state.ops for name, _ in op.params],
+        "bends": lambda: [
+            f"/bend/{op.op_id}/{name}" for op in engine.state.ops for name, _ in op.params
+        ],
         "presets": ctl.presets.names,
         "attributes": lambda: engine.model.attributes,
     }
@@ -517,6 +541,12 @@ def _midi_program(ctl: Controller, m: Match, args: list[Any], at: int | None) ->
 def _model_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     if ctl.switcher is None:
         raise BendingError("/model/load needs a live server (bendserver serve)")
+    nodes = getattr(ctl.engine, "nodes", {})
+    if len(nodes) > 1:
+        raise BendingError(
+            f"/model/load replaces a one-model server's model; this rack plays {len(nodes)} "
+            f"nodes ({', '.join(nodes)}): serve the rack with the model it should play instead"
+        )
     source, *preset = args
     if preset:
         check_name(preset[0])
@@ -637,8 +667,8 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/list",
         Schema((), (Arg("what", "text"),)),
-        "reply with names: addresses, weights, activations, versions, ops, types, bends, "
-        "presets, attributes",
+        "reply with names: addresses, nodes (a rack's, in playing order), weights, "
+        "activations, versions, ops, types, bends, presets, attributes",
         _list,
         query=True,
     ),

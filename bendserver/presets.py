@@ -40,9 +40,13 @@ class Preset:
     #: what its ops bend: weight names with their shapes, layer outputs (None) (see preset_fit)
     targets: dict[str, list[int] | None] = field(default_factory=dict)
     midi: list[Mapping] = field(default_factory=list)  #: MIDI mappings saved with it
+    #: A rack's preset: each node's own under its name (then the fields above are unused).
+    nodes: dict[str, Preset] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         midi = {"midi": [m.to_dict() for m in self.midi]} if self.midi else {}
+        if self.nodes:
+            return {"nodes": {n: p.to_dict() for n, p in self.nodes.items()}, **midi}
         return {
             **self.config,
             "disabled": list(self.disabled),
@@ -124,6 +128,7 @@ PRESET_KEYS = (
     "engine",
     "targets",
     "midi",
+    "nodes",
 )
 
 
@@ -140,6 +145,14 @@ def read_preset(path: Path) -> Preset:
 def _preset(name: str, data: Any) -> Preset:
     expect(data, "object", "the file")
     only(data, PRESET_KEYS, "")
+    if "nodes" in data:  # a rack's: each node's preset under its name
+        only(data, ("nodes", "midi"), "")
+        nodes = expect(data["nodes"], "object", "nodes")
+        return Preset(
+            name=name,
+            nodes={node: _preset(node, part) for node, part in nodes.items()},
+            midi=mappings_from_list(data.get("midi", []), "midi"),
+        )
     BendingConfig.from_dict(data)  # validates ops and bends before anything is applied
     weights = optional(data, "weights", "object", "", {})
     only(weights, ("version", "interpolation"), "weights")

@@ -41,6 +41,8 @@ from .audio.ring import RingBackend
 from .audiofile import sound_info, streams_for
 from .control import Controller
 from .engine import StreamEngine
+from .engine.node import Node
+from .engine.rack import Rack
 from .engine.switch import EngineSlot
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
@@ -106,12 +108,16 @@ class ServeOptions:
     midi: str | None = None  #: a MIDI input: "" a virtual port, else part of a port's name
     xfade_ms: float = 50.0  #: ``/model/load``'s crossfade from the old model to the new
     trust_model: bool = False  #: ``/model/load`` skips the probe in a child process
+    #: A rack of several nodes (repeated ``-m``, ``--rack``: a RackSpec) played instead of
+    #: ``model``; None: the one model.
+    rack: Any = None
 
 
 class Server:
-    """A running (or ready to run) live server; ``engine`` may be given for tests and tools."""
+    """A running (or ready to run) live server; ``engine`` (an engine or a rack) may be given
+    for tests and tools."""
 
-    def __init__(self, options: ServeOptions, engine: StreamEngine | None = None) -> None:
+    def __init__(self, options: ServeOptions, engine: Rack | None = None) -> None:
         if options.latency_mode not in (None, *LATENCY_MODES):
             raise BendingError(f"--latency-mode is one of {LATENCY_MODES}")
         self.options = options
@@ -216,7 +222,7 @@ class Server:
         chosen = port is not None
         if port is None:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
-        name = f"bendserver {self.engine.model.name}"
+        name = f"bendserver {_title(self.engine)}"
         meters = self.meters = Meters(self.engine, self.counters)  # the control page's
         make = lambda p: OscQueryService(
             self.controller, options.osc_host, p, self.osc.port, self.gate, name,
@@ -230,9 +236,14 @@ class Server:
             return make(0)
 
     @property
-    def engine(self) -> StreamEngine:
-        """The engine playing now (``/model/load`` replaces it)."""
+    def engine(self) -> Rack:
+        """The engine (or rack) playing now (``/model/load`` replaces it)."""
         return self.slot.engine  # type: ignore[return-value]
+
+    @property
+    def lead(self) -> Node:
+        """The rack's first node: its device and optimisation are every node's."""
+        return next(iter(self.engine.nodes.values()))
 
     def _build(self, source: str, preset: str | None) -> tuple[StreamEngine, list[Mapping]]:
         """An engine like the playing one (block, channels, device, optimisation) for another
@@ -240,7 +251,7 @@ class Server:
         slot = self.slot
         options = replace(
             self.options, model=source, preset=preset, block=slot.block,
-            channels=slot.in_channels, latency=None, version=[],
+            channels=slot.in_channels, latency=None, version=[], rack=None,
         )  # fmt: skip
         return _engine(options)
 
@@ -355,33 +366,32 @@ class Server:
 
     def banner(self) -> str:
         """What runs, where, and one message to try."""
-        engine, options = self.engine, self.options
+        engine, options, lead = self.engine, self.options, self.lead
         ms = 1000 * self.latency / engine.sample_rate
         lines = [
-            f"model      {engine.model.name} ({engine.method}, {engine.sample_rate} Hz, "
-            f"{engine.spec.in_channels} -> {engine.spec.out_channels} ch"
-            f"{f' x {engine.streams} streams' if engine.streams > 1 else ''}), "
-            f"ops {sorted(engine.ops) or 'none'}",
-            f"runs on    {engine.runs_on}",
+            *self._model_lines(),
+            f"runs on    {lead.runs_on}",
             f"audio      {self.backend.name}",
             f"input      {self.source.name if self.source else options.input}",
             f"block      {engine.block} (device block {self.backend.block}"
-            f"{self._rates()}), {self._mode_line()}, graph optimised: {engine.optimize}",
-            *(f"compile    {report}" for report in engine.compile_report),
+            f"{self._rates()}), {self._mode_line()}, graph optimised: {lead.optimize}",
+            *(f"compile    {r}" for n in engine.nodes.values() for r in n.compile_report),
             f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own: "
             f"{self._latency_parts()}",
             f"osc        listening on {self.osc.receiver.host}:{self.osc.port} "
             f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "
             f"{options.reply_host or 'the sender'}:{options.reply_port}",
         ]
-        if engine.bended.scripted:
-            unconverted = engine.bended.unconverted.get(engine.method)
-            lines.insert(
-                1,
-                f"torchscript {engine.method}() plays as a direct scripted call: {unconverted}"
-                if unconverted
-                else f"torchscript {engine.method}() converted into a graph: every op bends it",
-            )
+        models = len(engine.nodes) + (len(engine.nodes) > 1)  # the model lines' count
+        for node in engine.nodes.values():
+            if node.bended.scripted:
+                unconverted = node.bended.unconverted.get(node.method)
+                lines.insert(
+                    models,
+                    f"torchscript {node.method}() plays as a direct scripted call: {unconverted}"
+                    if unconverted
+                    else f"torchscript {node.method}() converted into a graph: every op bends it",
+                )
         if self.fallback:
             found = sorted({d.hostapi for d in output_devices() or []})
             hint = f" (found: {', '.join(found)})" if found else ""
@@ -419,6 +429,23 @@ class Server:
         lines.append(f"try        {self.example()}")
         return "\n".join(lines)
 
+    def _model_lines(self) -> list[str]:
+        """What plays: the model, or the rack's nodes in order (each with its ops and the
+        address its OSC messages start with)."""
+        engine = self.engine
+        shape = (
+            f"{engine.sample_rate} Hz, {engine.spec.in_channels} -> {engine.spec.out_channels} ch"
+            f"{f' x {engine.streams} streams' if engine.streams > 1 else ''}"
+        )
+        if len(engine.nodes) == 1:
+            node = self.lead
+            return [f"model      {node.model.name} ({node.method}, {shape}), {_ops(node)}"]
+        lines = [f"rack       {len(engine.nodes)} nodes ({shape}), /list nodes names them"]
+        for name in engine.order:
+            node = engine.nodes[name]
+            lines.append(f"node       /{name}: {node.model.name} ({node.method}), {_ops(node)}")
+        return lines
+
     def _mode_line(self) -> str:
         if self.mode != "ring":
             return f"{self.mode} mode"
@@ -433,7 +460,12 @@ class Server:
     def _latency_parts(self) -> str:
         """What the latency is made of: the model's (and where that figure comes from), and what
         the audio path adds (in ring mode the prefill, known once the device's period is)."""
-        model = f"the model's {self.engine.latency} ({self.engine.model.latency_source})"
+        engine = self.engine
+        model = (
+            f"the model's {engine.latency} ({self.lead.model.latency_source})"
+            if len(engine.nodes) == 1
+            else f"the rack's {engine.latency} (its longest path's)"
+        )
         if self.mode != "ring":
             held = self.backend.latency
             stream = f" and PortAudio's stream's {held}" if held else ""
@@ -447,20 +479,35 @@ class Server:
 
     def example(self) -> str:
         """An ``oscsend`` line that changes a parameter of the loaded preset."""
-        port, address, value = self.osc.port, "/engine/gain", 0.5
-        for op_id, op in self.engine.ops.items():
-            for name, param in op.params.items():
-                address = f"/bend/{op_id}/{name}"
-                value = _example_value(param.low, param.high, op.get(name))
-                break
-            break
+        nodes = self.engine.nodes
+        prefix = "" if len(nodes) == 1 else f"/{next(iter(nodes))}"
+        port, address, value = self.osc.port, f"{prefix}/engine/gain", 0.5
+        for name, node in nodes.items():
+            for op_id, op in node.ops.items():
+                for param_name, param in op.params.items():
+                    prefix = "" if len(nodes) == 1 else f"/{name}"
+                    address = f"{prefix}/bend/{op_id}/{param_name}"
+                    value = _example_value(param.low, param.high, op.get(param_name))
+                    return f"oscsend localhost {port} {address} f {value:g}"
         return f"oscsend localhost {port} {address} f {value:g}"
 
 
-def _engine(options: ServeOptions) -> tuple[StreamEngine, list[Mapping]]:
-    """The engine ``options`` describe, and the MIDI mappings of its preset."""
+def _title(engine: Rack) -> str:
+    """The model's name, or the rack's nodes joined by '+'."""
+    nodes = engine.nodes
+    return next(iter(nodes.values())).model.name if len(nodes) == 1 else "+".join(nodes)
+
+
+def _ops(node: Node) -> str:
+    return f"ops {sorted(node.ops) or 'none'}"
+
+
+def _engine(options: ServeOptions) -> tuple[Rack, list[Mapping]]:
+    """The engine (or rack) ``options`` describe, and the MIDI mappings of its preset."""
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
+    if options.rack is not None:
+        return _rack(options), []
     model = load_model(options.model, options.device, options.models_dir, options.latency)
     add_versions(model, options.version)
     name = preset_for(model, options.preset)
@@ -479,13 +526,28 @@ def _engine(options: ServeOptions) -> tuple[StreamEngine, list[Mapping]]:
     return engine, preset.midi if preset is not None else []
 
 
+def _rack(options: ServeOptions) -> Rack:
+    """The rack ``options.rack`` describes, playing the input's channels (one stream each)."""
+    rack = options.rack.build(
+        block=options.block,
+        device=options.device,
+        optimize=options.optimize,
+        fuse=not options.no_fuse,
+        search=options.models_dir,
+        preset=options.preset,
+    )
+    channels = options.channels or _file_channels(options.input)
+    rack.set_streams(streams_for(channels, rack.spec.in_channels))
+    return rack
+
+
 def _file_channels(text: str) -> int:
     """The channels of an input sound file; one for silence or a device."""
     path = Path(text)
     return sound_info(path).channels if path.is_file() else 1
 
 
-def _source(text: str, engine: StreamEngine, frames: int) -> tuple[Any, str | None]:
+def _source(text: str, engine: Rack, frames: int) -> tuple[Any, str | None]:
     """The input: (a source, None), or (None, an input device name) for a duplex stream."""
     if text == "silence":
         return Silence(engine.in_channels, frames), None

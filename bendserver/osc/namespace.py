@@ -34,8 +34,29 @@ class Namespace:
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
 
+    def _nodes(self) -> dict[str, Namespace]:
+        """Each node's namespace where the engine is a rack of several (a subtree each, under
+        ``/<node>``); empty for one model."""
+        engine = self.controller.engine
+        order = getattr(engine, "order", [])
+        if len(order) < 2:
+            return {}
+        return {name: Namespace(self.controller.node_controller(name)) for name in order}
+
+    def states(self) -> tuple[Any, ...]:
+        """The pending and applied states of every node: the tree changes when one does."""
+        nodes = getattr(self.controller.engine, "nodes", {})
+        return tuple(s for node in nodes.values() for s in (node.state, node.applied_state))
+
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it."""
+        nodes = self._nodes()
+        if nodes:
+            return {
+                f"/{name}{path}": entry
+                for name, space in nodes.items()
+                for path, entry in space.methods().items()
+            }
         found: dict[str, Address] = {}
         state = self.controller.engine.applied_state  # what plays: /get reads its values
         for entry in ADDRESSES:
@@ -47,6 +68,14 @@ class Namespace:
     def tree(self) -> Node:
         """The root node, with every container and method under it."""
         engine = self.controller.engine
+        nodes = self._nodes()
+        if nodes:
+            return {
+                "FULL_PATH": "/",
+                "ACCESS": 0,
+                "DESCRIPTION": f"bendserver rack: {', '.join(nodes)} ({engine.sample_rate} Hz)",
+                "CONTENTS": {name: _under(f"/{name}", s.tree()) for name, s in nodes.items()},
+            }
         root: Node = {
             "FULL_PATH": "/",
             "ACCESS": 0,
@@ -77,6 +106,10 @@ class Namespace:
 
     def value(self, path: str) -> list[Any] | None:
         """The pending value at ``path`` as ``/get`` replies it (None: nothing to read)."""
+        node, _, rest = path.lstrip("/").partition("/")
+        space = self._nodes().get(node)
+        if space is not None:
+            return space.value("/" + rest)
         try:
             replies = self.controller.dispatch("/get" + path)
         except BendingError:
@@ -145,6 +178,15 @@ def _op_param(controller: Controller, path: str) -> Any:
         return controller.engine.op(names["id"]).param(names["param"])
     except BendingError:  # removed since the state was read
         return None
+
+
+def _under(prefix: str, node: Node) -> Node:
+    """A node's subtree moved under ``prefix`` (its FULL_PATHs start with it)."""
+    path = node["FULL_PATH"]
+    moved = {**node, "FULL_PATH": prefix if path == "/" else prefix + path}
+    if "CONTENTS" in node:
+        moved["CONTENTS"] = {k: _under(prefix, v) for k, v in node["CONTENTS"].items()}
+    return moved
 
 
 def _tag(arg: Arg, value: Any) -> str:

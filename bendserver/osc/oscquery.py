@@ -293,9 +293,12 @@ class OscQueryService(LoopThread):
         """Send each client the values it listens to that changed, and the paths added or
         removed, once per change of the engine's pending state (paths) or of what plays
         (values: those of ``/get``)."""
-        engine = self.namespace.controller.engine
-        states = (engine.state, engine.applied_state)
-        if self._seen is not None and all(a is b for a, b in zip(states, self._seen, strict=True)):
+        states = self.namespace.states()
+        if (
+            self._seen is not None
+            and len(states) == len(self._seen)
+            and all(a is b for a, b in zip(states, self._seen, strict=True))
+        ):
             return
         self._seen = states
         self._wait_gate()

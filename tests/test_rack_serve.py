@@ -1,0 +1,139 @@
+"""A rack served live: one block loop, per-node OSC with the real client (a node's change heard,
+/get per node, /list nodes), the banner's nodes and latency, and the CLI's -m/--rack serve."""
+
+import json
+import time
+import urllib.request
+
+import numpy as np
+import soundfile as sf
+from jack import oscsend
+from streaming import Identity
+
+import bendserver as tb
+from bendserver.bench import bench_rack
+from bendserver.cli import main
+from bendserver.control import Controller
+from bendserver.engine.node import Node
+from bendserver.engine.rack import Rack
+from bendserver.rackspec import RackSpec
+from bendserver.serve import ServeOptions, Server
+
+BLOCK = 64
+LEVEL = 0.4
+
+
+def _scaled(name: str) -> Node:
+    node = Node(Identity(), block=BLOCK)
+    node.add_op("g", tb.Scale(value=1.0), "gain")
+    return node
+
+
+def test_a_served_racks_node_change_is_heard_and_read_back_per_node(tmp_path, replies):
+    rack = Rack({"a": _scaled("a"), "b": _scaled("b")}, fuse=False)
+    source, record = tmp_path / "dc.wav", tmp_path / "out.wav"
+    sf.write(str(source), np.full(rack.sample_rate // 4, LEVEL, np.float32), rack.sample_rate)
+    options = ServeOptions(
+        audio="null", osc_port=0, reply_port=replies.port, input=str(source),
+        record=str(record), oscquery_port=0,
+    )  # fmt: skip
+    with Server(options, engine=rack) as server:
+        assert (
+            "rack       2 nodes" in server.banner() and "node       /b: Identity" in server.banner()
+        )
+        oscsend(server.osc.port, "/list", "s", "nodes")
+        assert replies.wait_for("/list/nodes") == ["a", "b"]
+        time.sleep(0.2)
+        oscsend(server.osc.port, "/b/bend/g/value", "f", 0.5)
+        deadline = time.monotonic() + 5
+        while rack.nodes["b"].applied_state.op("g").params[0][1] != 0.5:
+            assert time.monotonic() < deadline, "the node's change never applied"
+            time.sleep(0.01)
+        time.sleep(0.2)
+        oscsend(server.osc.port, "/b/get/bend/g/value")
+        assert replies.wait_for("/get/bend/g/value") == [0.5]
+        oscsend(server.osc.port, "/a/get/bend/g/value")
+        assert replies.wait_for("/get/bend/g/value") == [1.0]
+        oscsend(server.osc.port, "/bend/g/value", "f", 0.1)  # no node named: refused
+        assert "a, b" in replies.wait_for("/error")[-1]
+        oscsend(server.osc.port, "/b/preset/save", "s", "rack_b")  # a node's own preset
+        assert replies.wait_for("/preset/saved") == ["rack_b"]
+        oscsend(server.osc.port, "/stats")
+        stats = replies.wait_for("/stats")
+        assert stats[stats.index("latency") + 1] == server.latency
+    out = sf.read(str(record), dtype="float32")[0]  # 16-bit: within 1e-4
+    # the dry level through both nodes, then node b's half of it (what the rack computes)
+    assert np.isclose(out[0], LEVEL, atol=1e-4), "the rack does not play its input"
+    assert np.isclose(out[-1], LEVEL / 2, atol=1e-4), "node b's change is not heard"
+    heard = np.isclose(out, LEVEL, atol=1e-4) | np.isclose(out, LEVEL / 2, atol=1e-4)
+    assert heard.all(), "the rack played something else than its nodes compute"
+
+
+def test_cli_serves_the_shipped_rack_naming_its_nodes_and_latency(capsys):
+    code = main(
+        ["serve", "--rack", "racks/wavae_drive.toml", "--audio", "null", "--osc-port", "0",
+         "--oscquery-port", "0", "--duration", "0.5"]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "rack       " in printed and "node       /" in printed
+    assert "the rack's" in printed and "stopped: blocks" in printed
+
+
+def test_oscquery_shows_the_racks_tree_of_nodes(replies):
+    rack = Rack({"a": _scaled("a"), "b": _scaled("b")}, fuse=False)
+    rack.nodes["b"].set_param("g", "value", 0.5)
+    options = ServeOptions(audio="null", osc_port=0, reply_port=replies.port, zeroconf=False)
+    with Server(options, engine=rack) as server:
+        time.sleep(0.1)  # the change above applies at the next block
+        root = json.loads(urllib.request.urlopen(server.oscquery.url, timeout=5).read())
+        assert sorted(root["CONTENTS"]) == ["a", "b"]
+        url = f"{server.oscquery.url}/b/bend/g/value"
+        param = json.loads(urllib.request.urlopen(url, timeout=5).read())
+        assert param["FULL_PATH"] == "/b/bend/g/value" and param["VALUE"] == [0.5]
+        assert "/a/engine/gain" in server.oscquery.namespace.methods()
+
+
+def test_a_racks_preset_saves_every_node_and_loads_each_part(replies):
+    rack = Rack({"a": _scaled("a"), "b": _scaled("b")}, fuse=False)
+    options = ServeOptions(audio="null", osc_port=0, reply_port=replies.port, oscquery_port=0)
+    with Server(options, engine=rack) as server:
+        port = server.osc.port
+        oscsend(port, "/b/bend/g/value", "f", 0.5)
+        oscsend(port, "/preset/save", "s", "whole_rack")
+        assert replies.wait_for("/preset/saved") == ["whole_rack"]
+        saved = json.loads(server.controller.presets.path("whole_rack").read_text())
+        assert sorted(saved["nodes"]) == ["a", "b"]
+        assert saved["nodes"]["b"]["ops"] != saved["nodes"]["a"]["ops"]  # b's value 0.5
+        oscsend(port, "/b/bend/g/value", "f", 0.9)
+        oscsend(port, "/preset/load", "s", "whole_rack")
+        oscsend(port, "/b/get/bend/g/value")  # after the load: queries wait for changes
+        deadline = time.monotonic() + 5
+        while rack.nodes["b"].applied_state.op("g").params[0][1] != 0.5:
+            assert time.monotonic() < deadline, "the rack's preset did not load node b's part"
+            time.sleep(0.01)
+        oscsend(port, "/b/preset/save", "s", "node_b")  # one node's: the rack refuses it
+        assert replies.wait_for("/preset/saved") == ["node_b"]
+        oscsend(port, "/preset/load", "s", "node_b")
+        assert "send it to one node (/a/preset/load node_b)" in replies.wait_for("/error")[-1]
+
+
+def test_bench_times_a_rack_against_its_models_one_after_the_other(capsys):
+    spec = RackSpec.chain(["drive", "drive"])
+    runs = bench_rack(spec, [256], calls=3)["256"]["runs"]
+    assert list(runs) == [
+        "models one after the other",
+        "rack (drive (forward) -> drive_2 (forward))",
+    ]
+    assert all(run["p50_ms"] > 0 and run["max_ms"] >= run["p50_ms"] for run in runs.values())
+    assert main(["bench", "-m", "drive", "-m", "drive", "--calls", "2", "--apply-sizes", "0"]) == 0
+    assert "rack (drive (forward) -> drive_2 (forward))" in capsys.readouterr().out
+
+
+def test_a_nodes_address_reaches_the_model_switched_in_under_its_name():
+    controller = Controller(tb.StreamEngine(Identity(), block=BLOCK))
+    controller.dispatch("/Identity/bend/add", ["g", "Scale", "gain"])
+    switched = tb.StreamEngine(Identity(), block=BLOCK)  # what /model/load Identity swaps in
+    controller.engine = switched
+    controller.dispatch("/Identity/bend/add", ["g", "Scale", "gain"])
+    assert "g" in switched.state.op_ids

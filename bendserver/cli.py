@@ -78,7 +78,7 @@ def _take_models(args: argparse.Namespace) -> None:
     if listed and args.rack is not None:
         raise BendingError("give the models with -m or with --rack, not both")
     if args.rack is not None:
-        args.rack = RackSpec.read(Path(args.rack))
+        args.rack = RackSpec.find(args.rack)
     else:
         models = listed or [args.model or DEFAULT_MODEL]
         args.model, method = split_method(models[0])
@@ -491,7 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
     )
-    serve.add_argument("--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md)")
+    serve.add_argument(
+        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
+    )
     serve.add_argument(
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
@@ -579,7 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
     )
-    rendering.add_argument("--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md)")
+    rendering.add_argument(
+        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
+    )
     rendering.add_argument(
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
@@ -671,7 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
     )
-    bench.add_argument("--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md)")
+    bench.add_argument(
+        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
+    )
     bench.add_argument(
         "-p", "--preset", help="preset of the bended run (default: the model's; 'none': no preset)"
     )

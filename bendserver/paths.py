@@ -21,6 +21,8 @@ PACKAGE = Path(__file__).resolve().parent
 # Installed: mapped into the package; from a checkout (or editable install): the top-level folder.
 SHIPPED_MODELS = PACKAGE / "models" if (PACKAGE / "models").is_dir() else PACKAGE.parent / "models"
 SHIPPED_PRESETS = PACKAGE / "presets"
+#: The shipped rack files (``racks/`` at the top level, mapped into the package like the models).
+SHIPPED_RACKS = PACKAGE / "racks" if (PACKAGE / "racks").is_dir() else PACKAGE.parent / "racks"
 
 
 def user_dir() -> Path:

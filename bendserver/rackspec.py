@@ -24,6 +24,7 @@ from .engine.rack import IN, OUT, Edge, Rack
 from .errors import BendingError
 from .loader import LoadedModel, MethodSpec, load_model
 from .module import BendedModule
+from .paths import SHIPPED_RACKS
 from .presets import preset_for
 from .tracing.flow import latent
 
@@ -74,6 +75,21 @@ class RackSpec:
                 name = f"{base}_{count}"
             nodes.append(NodeSpec(name, model, method))
         return cls(tuple(nodes))
+
+    @classmethod
+    def find(cls, name: str) -> RackSpec:
+        """The rack file ``name``: a path, else a shipped rack's name (``wavae_drive``)."""
+        path = Path(name)
+        shipped = SHIPPED_RACKS / f"{path.stem}.toml"
+        if not path.exists() and path.name == name and shipped.is_file():
+            return cls.read(shipped)
+        if not path.exists():
+            names = sorted(p.stem for p in SHIPPED_RACKS.glob("*.toml"))
+            raise BendingError(
+                f"no rack file {name}: give the path of a TOML rack file or a shipped rack's "
+                f"name ({', '.join(names) or 'none shipped'})"
+            )
+        return cls.read(path)
 
     @classmethod
     def read(cls, path: Path) -> RackSpec:

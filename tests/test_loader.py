@@ -166,7 +166,8 @@ def test_the_installed_package_carries_its_models_and_presets(tmp_path):
     assert {"bendserver/models/drive/model.py", "bendserver/models/wavae/strings.safetensors",
             "bendserver/models/drive/demo.flac"} <= shipped  # fmt: skip
     page = {f"bendserver/ui/static/{name}" for name in ("index.html", "app.js", "style.css")}
-    assert not (modules | shipped | page | {"bendserver/presets/wavae.json"}) - names
+    carried = {"bendserver/presets/wavae.json", "bendserver/racks/wavae_drive.toml"}
+    assert not (modules | shipped | page | carried) - names
     zipfile.ZipFile(wheel).extractall(tmp_path / "installed")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

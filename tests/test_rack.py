@@ -128,9 +128,14 @@ def test_the_shipped_rack_renders_and_info_lists_it(tmp_path, capsys):
     rack = str(ROOT / "racks" / "wavae_drive.toml")
     out = _render(source, tmp_path / "out.wav", "--rack", rack)
     assert out.shape == (int(0.2 * 48000), 1) and np.abs(out).max() > 1e-3
-    assert main(["info", "--rack", rack]) == 0
-    printed = capsys.readouterr().out
-    assert "z: z.forward, 8 ch x 1/32 -> 8 ch x 1/32" in printed and "latency 0 samples" in printed
+    for given in (rack, "wavae_drive"):  # the file, then the shipped rack by its name
+        assert main(["info", "--rack", given]) == 0
+        printed = capsys.readouterr().out
+        assert "z: z.forward, 8 ch x 1/32 -> 8 ch x 1/32" in printed, printed
+        assert "latency 0 samples" in printed
+    assert main(["info", "--rack", "wavae_drum"]) == 2
+    said = capsys.readouterr().err
+    assert "no rack file wavae_drum" in said and "shipped rack's name (wavae_drive)" in said
 
 
 def test_a_score_reaches_one_node_of_a_rack_by_its_name(tmp_path):

@@ -184,23 +184,28 @@ class Controller:
         """Check and apply one message; returns replies. Raises BendingError on a bad message,
         having changed nothing. A message from a ``client`` for later than :data:`LEAD` ahead
         is checked and held in its schedule (see :meth:`due`). ``/<node>/...`` goes to that
-        node of the rack (its own addresses, applied at once or at ``at``)."""
-        node = self._node_of(address)
-        if node is not None:
-            return self.node_controller(node).dispatch(address[len(node) + 1 :], args, at)
-        match = route(address)
-        values = match.entry.schema.parse(address, args)
+        node of the rack (its own addresses), held in the same schedule."""
+        ctl, inner = self._target(address)
+        match = route(inner)
+        values = match.entry.schema.parse(inner, args)
         if client is not None and at is not None and not match.entry.query:
             if at > self._horizon():
                 self.schedule.add(at, client, address, values, match)
                 return []
-        return match.entry.handler(self, match, values, at) or []
+        return match.entry.handler(ctl, match, values, at) or []
+
+    def _target(self, address: str) -> tuple[Controller, str]:
+        """The controller an address is for (a rack node's, or this one) and the address it
+        takes there."""
+        node = self._node_of(address)
+        if node is None:
+            return self, address
+        return self.node_controller(node), address[len(node) + 1 :]
 
     def check(self, address: str, args: Sequence[Any] = ()) -> None:
         """Refuse a message that routes nowhere or has wrong arguments (nothing is applied)."""
-        node = self._node_of(address)
-        address = address if node is None else address[len(node) + 1 :]
-        route(address).entry.schema.parse(address, args)
+        _, inner = self._target(address)
+        route(inner).entry.schema.parse(inner, args)
 
     def _node_of(self, address: str) -> str | None:
         """The rack node an address starts with (``/drive/bend/...``), or None."""
@@ -231,8 +236,9 @@ class Controller:
         return self.schedule.due(self._horizon())
 
     def apply(self, item: Scheduled) -> list[Reply]:
-        """Apply a scheduled message from :meth:`due` at its time."""
-        return item.route.entry.handler(self, item.route, list(item.values), item.at) or []
+        """Apply a scheduled message from :meth:`due` at its time (a node's: to that node)."""
+        ctl, _ = self._target(item.address)
+        return item.route.entry.handler(ctl, item.route, list(item.values), item.at) or []
 
     def seconds_to_due(self) -> float | None:
         """Seconds until the next scheduled message is to be prepared, or None."""
@@ -539,23 +545,34 @@ def _midi_program(ctl: Controller, m: Match, args: list[Any], at: int | None) ->
 
 
 def _model_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    loaded = _load(ctl, args, None)
+    if loaded.mappings:  # a preset without mappings keeps those playing
+        ctl.midi.replace(loaded.mappings)
+    return [("/model/loaded", [loaded.node.model.name, *_timings(loaded)])]
+
+
+def _node_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    loaded = _load(ctl, args, m.path["name"])
+    return [("/node/loaded", [loaded.name, loaded.node.model.name, *_timings(loaded)])]
+
+
+def _load(ctl: Controller, args: list[Any], node: str | None) -> Any:
+    """Swap a model live into ``node`` of the rack (None: a one-model server's model)."""
     if ctl.switcher is None:
-        raise BendingError("/model/load needs a live server (bendserver serve)")
-    nodes = getattr(ctl.engine, "nodes", {})
-    if len(nodes) > 1:
         raise BendingError(
-            f"/model/load replaces a one-model server's model; this rack plays {len(nodes)} "
-            f"nodes ({', '.join(nodes)}): serve the rack with the model it should play instead"
+            "loading a model live needs a live server (bendserver serve); a node of its rack "
+            "loads with /node/<name>/load"
         )
     source, *preset = args
     if preset:
         check_name(preset[0])
-    loaded = ctl.switcher.load(source, preset[0] if preset else None)
-    if loaded.mappings:  # a preset without mappings keeps those playing
-        ctl.midi.replace(loaded.mappings)
+    return ctl.switcher.load(source, preset[0] if preset else None, node)
+
+
+def _timings(loaded: Any) -> list[float]:
+    """What a load's steps took, in seconds (the probe's -1: not probed)."""
     probe = -1.0 if loaded.probe_s is None else round(loaded.probe_s, 3)
-    timings = [probe, round(loaded.load_s, 3), round(loaded.warm_s, 3)]
-    return [("/model/loaded", [loaded.engine.model.name, *timings])]
+    return [probe, round(loaded.load_s, 3), round(loaded.warm_s, 3)]
 
 
 def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
@@ -702,6 +719,15 @@ ADDRESSES: tuple[Address, ...] = (
         "none: no preset): probed in a child process, warmed up, crossfaded over --xfade-ms; "
         "reply /model/loaded name probe_s load_s warm_s (probe_s -1: not probed)",
         _model_load,
+    ),
+    Address(
+        "/node/<name>/load",
+        Schema((Arg("model", "text"),), (Arg("preset", "text"),)),
+        "swap another model (model[.method], file.ts:method) live into a rack's node, which "
+        "keeps its name and place: it must take and give what the node does; probed, warmed "
+        "up on the node's input and crossfaded as /model/load; reply /node/loaded name model "
+        "probe_s load_s warm_s",
+        _node_load,
     ),
     Address(
         "/midi/learn",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,10 @@ from .engine.node import Node
 from .engine.rack import IN, OUT, Edge, Rack
 from .errors import BendingError
 from .loader import LoadedModel, MethodSpec, load_model
+from .midimap import Mapping
 from .module import BendedModule
 from .paths import SHIPPED_RACKS
-from .presets import preset_for
+from .presets import load_preset, preset_for
 from .tracing.flow import latent
 
 #: A node's name: what its OSC addresses start with.
@@ -41,6 +42,34 @@ class NodeSpec:
     model: str
     method: str = "forward"
     preset: str | None = None
+
+    def load(
+        self,
+        block: int | None = None,
+        device: str = "cpu",
+        optimize: str = "passes",
+        streams: int | None = None,
+        search: Iterable[str | Path] = (),
+    ) -> tuple[Node, list[Mapping]]:
+        """The node (its own copy of its model) playing ``block`` (None: the model's), and the
+        MIDI mappings of its preset: the one given, else the model's own for ``forward`` (a
+        model's preset bends its forward, not its other methods)."""
+        model = load_model(self.model, device, search)
+        chosen = self.preset
+        if chosen is None and self.method != "forward":
+            chosen = "none"
+        name = preset_for(model, chosen)
+        preset = load_preset(name) if name is not None else None
+        node = Node(
+            model,
+            self.method,
+            model.block if block is None else block,
+            device=device,
+            preset=preset,
+            optimize=optimize,
+            streams=streams,
+        )
+        return node, preset.midi if preset is not None else []
 
 
 @dataclass(frozen=True)
@@ -143,20 +172,10 @@ class RackSpec:
         search = tuple(search)
         nodes: dict[str, Node] = {}
         for index, spec in enumerate(self.nodes):
-            model = load_model(spec.model, device, search)
-            chosen = spec.preset if spec.preset is not None or index else preset
-            if chosen is None and spec.method != "forward":
-                chosen = "none"  # the model's own preset bends its forward
-            block = model.block if block is None else block
-            nodes[spec.name] = Node(
-                model,
-                spec.method,
-                block,
-                device=device,
-                preset=preset_for(model, chosen),
-                optimize=optimize,
-                streams=streams,
-            )
+            if index == 0 and spec.preset is None:
+                spec = replace(spec, preset=preset)
+            nodes[spec.name], _ = spec.load(block, device, optimize, streams, search)
+            block = nodes[spec.name].block
         edges = self._edges(nodes, block, device, optimize, streams)
         return Rack(nodes, edges, fuse)
 

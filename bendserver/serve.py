@@ -14,7 +14,7 @@ import logging
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from .control import Controller
 from .engine import StreamEngine
 from .engine.node import Node
 from .engine.rack import Rack
-from .engine.switch import EngineSlot
+from .engine.switch import checked_fade
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
 from .midi import MidiInput
@@ -51,6 +51,7 @@ from .midimap import Mapping
 from .osc import OscService
 from .osc.oscquery import OscQueryService
 from .presets import load_preset, preset_for
+from .rackspec import NodeSpec, split_method
 from .switching import ModelSwitcher
 from .ui import Meters
 
@@ -126,8 +127,9 @@ class Server:
             engine, mappings = _engine(options)
         if engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1:
             raise BendingError(f"serve plays audio-to-audio methods; '{engine.method}' is not one")
-        #: The engine that plays, swapped live by ``/model/load``; the audio path plays the slot.
-        self.slot = EngineSlot(engine, options.xfade_ms)
+        checked_fade(options.xfade_ms)
+        #: The rack that plays (a node of it swapped live by ``/model/load``, ``/<node>/load``).
+        self.engine = engine
         self.fallback = options.audio is None and not has_default_output()
         null = options.audio == "null" or self.fallback
         self.mode = options.latency_mode or ("direct" if null else "ring")
@@ -144,13 +146,13 @@ class Server:
         self.processor: Any = None
         if not ring:
             processor_class = DirectProcessor if self.mode == "direct" else ThreadedProcessor
-            self.processor = processor_class(self.slot, self.device_block, self.gate)
+            self.processor = processor_class(engine, self.device_block, self.gate)
         frames = engine.block if ring else self.device_block
         self.source, device_input = _source(options.input, engine, frames)
         self.controller = Controller(engine, counters=self.counters)
         self.controller.midi.replace(mappings)
         self.controller.switcher = ModelSwitcher(
-            self.slot, self._build, options.models_dir, options.trust_model, [self._follow]
+            engine, self._build, options.models_dir, options.trust_model, options.xfade_ms
         )
         self.meters: Meters | None = None
         self.midi: MidiInput | None = None
@@ -177,7 +179,7 @@ class Server:
                 self._parts.append(self.oscquery)
             if ring:
                 self.backend = self.callback = RingBackend(
-                    self.slot,
+                    engine,
                     self.source,
                     self.clock,
                     self.gate,
@@ -236,31 +238,17 @@ class Server:
             return make(0)
 
     @property
-    def engine(self) -> Rack:
-        """The engine (or rack) playing now (``/model/load`` replaces it)."""
-        return self.slot.engine  # type: ignore[return-value]
-
-    @property
     def lead(self) -> Node:
         """The rack's first node: its device and optimisation are every node's."""
         return next(iter(self.engine.nodes.values()))
 
-    def _build(self, source: str, preset: str | None) -> tuple[StreamEngine, list[Mapping]]:
-        """An engine like the playing one (block, channels, device, optimisation) for another
-        model and its preset (``/model/load``)."""
-        slot = self.slot
-        options = replace(
-            self.options, model=source, preset=preset, block=slot.block,
-            channels=slot.in_channels, latency=None, version=[], rack=None,
-        )  # fmt: skip
-        return _engine(options)
-
-    def _follow(self, engine: StreamEngine) -> None:
-        """Point the control side at the engine swapped in: control, reporting, meters."""
-        self.controller.engine = engine
-        self.reporter.engine = engine
-        if self.meters is not None:
-            self.meters.follow(engine)
+    def _build(self, source: str, preset: str | None, like: Node) -> tuple[Node, list[Mapping]]:
+        """A node like ``like`` (block, streams, device, optimisation) playing another model
+        (``model[.method]``) and its preset (``/model/load``, ``/<node>/load``)."""
+        model, method = split_method(source)
+        spec = NodeSpec("incoming", model, method, preset)
+        search = self.options.models_dir
+        return spec.load(like.block, str(like.device), like.optimize, like.streams, search)
 
     def _backend(self, device_input: str | None, null: bool) -> DeviceBackend | NullBackend:
         engine, audio = self.engine, self.options.audio

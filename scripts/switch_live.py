@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             loaded = ask(replies, port, "/model/load", [args.new, "none"], "/model/loaded")
             time.sleep(args.after)
             after = stats(replies, port)
-            slot = server.slot
-            at = slot.swapped_at
-            times = slot.stats.recent_ms(0)  # every block's compute time (ms), oldest first
+            rack = server.engine
+            at = rack.swapped_at
+            times = rack.stats.recent_ms(0)  # every block's compute time (ms), oldest first
     if at is None:
         print("the switch did not happen")
         return 1

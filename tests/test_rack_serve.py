@@ -2,12 +2,15 @@
 /get per node, /list nodes), the banner's nodes and latency, and the CLI's -m/--rack serve."""
 
 import json
+import socket
 import time
 import urllib.request
 
 import numpy as np
 import soundfile as sf
 from jack import oscsend
+from pythonosc.osc_bundle_builder import OscBundleBuilder
+from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
@@ -17,6 +20,7 @@ from bendserver.control import Controller
 from bendserver.engine.node import Node
 from bendserver.engine.rack import Rack
 from bendserver.rackspec import RackSpec
+from bendserver.schedule import SCHEDULE_CAPACITY
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 64
@@ -131,9 +135,47 @@ def test_bench_times_a_rack_against_its_models_one_after_the_other(capsys):
 
 
 def test_a_nodes_address_reaches_the_model_switched_in_under_its_name():
-    controller = Controller(tb.StreamEngine(Identity(), block=BLOCK))
+    engine = tb.StreamEngine(Identity(), block=BLOCK)
+    controller = Controller(engine)
     controller.dispatch("/Identity/bend/add", ["g", "Scale", "gain"])
-    switched = tb.StreamEngine(Identity(), block=BLOCK)  # what /model/load Identity swaps in
-    controller.engine = switched
+    incoming = Node(Identity(), block=BLOCK)  # what /model/load Identity swaps in
+    engine.swap("Identity", incoming, 0.0)
+    engine.process(np.zeros((1, BLOCK), np.float32))
     controller.dispatch("/Identity/bend/add", ["g", "Scale", "gain"])
-    assert "g" in switched.state.op_ids
+    assert engine.node is incoming and "g" in incoming.state.op_ids
+
+
+def test_a_nodes_timetagged_messages_wait_in_the_senders_schedule(replies):
+    """A bundle timetagged ahead for a node's address waits in the sender's schedule (bounded
+    like any address: one sender's hour-ahead flood is refused past the bound, changes for now
+    still apply) and reaches the node at its time."""
+    rack = Rack({"a": _scaled("a"), "b": _scaled("b")}, fuse=False)
+    options = ServeOptions(audio="null", osc_port=0, reply_port=replies.port, oscquery_port=0)
+    with Server(options, engine=rack) as server:
+        port, schedule = server.osc.port, server.controller.schedule
+        flood, sock = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2))
+        with flood, sock:
+            sock.bind(("127.0.0.2", 0))  # another sender: a schedule of its own
+            for index in range(SCHEDULE_CAPACITY + 4):
+                flood.sendto(ahead(3600 + index, "/a/bend/g/value", 0.9), ("127.0.0.1", port))
+                if index % 10 == 9:
+                    time.sleep(0.005)
+            refused = [replies.wait_for("/error") for _ in range(4)]
+            sock.sendto(ahead(0.6, "/b/bend/g/value", 0.25), ("127.0.0.1", port))
+            time.sleep(0.2)
+            held = len(schedule)
+            waiting = rack.nodes["b"].applied_state.op("g").params[0][1]
+            sock.sendto(build_msg("/a/bend/g/value", [0.5]).dgram, ("127.0.0.1", port))
+            deadline = time.monotonic() + 5
+            while rack.nodes["b"].applied_state.op("g").params[0][1] != 0.25:
+                assert time.monotonic() < deadline, "the node's scheduled change never applied"
+                time.sleep(0.01)
+            now = rack.nodes["a"].applied_state.op("g").params[0][1]
+    assert all("scheduled ahead already" in args[1] for args in refused), refused[:1]
+    assert held == SCHEDULE_CAPACITY + 1 and waiting == 1.0 and now == 0.5
+
+
+def ahead(seconds: float, address: str, *args: object) -> bytes:
+    bundle = OscBundleBuilder(time.time() + seconds)
+    bundle.add_content(build_msg(address, list(args)))
+    return bundle.build().dgram

@@ -1,6 +1,7 @@
-"""Switching models live: the slot's crossfade at a block boundary, and ``/model/load`` on a
-server playing through a dummy JACK server, sent with ``oscsend``: bad models answered with
-``/error`` while the old model plays on, a good one crossfaded in without an xrun."""
+"""Switching models live: a rack's node swapped with a crossfade at a block boundary, and
+``/model/load`` and ``/node/<name>/load`` on a server playing through a dummy JACK server, sent
+with ``oscsend``: bad models answered with ``/error`` while the old model plays on, a good one
+crossfaded in without an xrun."""
 
 import json
 import math
@@ -16,7 +17,11 @@ from jack import jack_server, oscsend, stats
 from streaming import CausalStack
 
 from bendserver.engine import StreamEngine
-from bendserver.engine.switch import EngineSlot
+from bendserver.engine.node import Node
+from bendserver.engine.rack import Edge, Rack
+from bendserver.engine.tap import BlockTap
+from bendserver.errors import BendingError
+from bendserver.rackspec import RackSpec
 from bendserver.serve import ServeOptions, Server
 
 RATE, BLOCK = 48000, 256
@@ -32,10 +37,16 @@ def blocks_of(audio: np.ndarray) -> list[np.ndarray]:
     return [audio[:, i : i + BLOCK] for i in range(0, audio.shape[1], BLOCK)]
 
 
-def engine(seed: int) -> StreamEngine:
+def engine(seed: int, fuse: bool = True) -> StreamEngine:
     """A small streaming model (its weights from ``seed``), at the live tests' block."""
     torch.manual_seed(seed)
-    return StreamEngine(CausalStack(), block=BLOCK, sample_rate=RATE, streams=1)
+    return StreamEngine(CausalStack(), block=BLOCK, sample_rate=RATE, streams=1, fuse=fuse)
+
+
+def node(seed: int) -> Node:
+    """The node of :func:`engine` ``(seed)``."""
+    torch.manual_seed(seed)
+    return Node(CausalStack(), block=BLOCK, sample_rate=RATE, streams=1)
 
 
 def largest_step(audio: np.ndarray) -> float:
@@ -43,31 +54,35 @@ def largest_step(audio: np.ndarray) -> float:
 
 
 def test_a_swap_crossfades_from_a_block_boundary_and_steps_no_more_than_the_models():
-    """Before the swap the slot plays the old model exactly; from the block after the swap was
+    """Before the swap the rack plays the old model exactly; from the block after the swap was
     handed over, both on the same input, mixed by the equal-power curve over the fade; then the
     new model alone. The largest sample step over the switch is bounded by the
     models' own steps and the curve's slope; the blocks are counted once and timed as a sum."""
     audio = sine(40)
     swap_block, fade = 12, round(FADE_MS * RATE / 1000)
-    alone_old, alone_new = engine(1), engine(2)
+    alone_old, alone_new = engine(1, fuse=False), engine(2, fuse=False)
     old_out = np.concatenate([alone_old.process(b) for b in blocks_of(audio)], axis=1)
     new_out = np.concatenate(
         [alone_new.process(b) for b in blocks_of(audio)[swap_block:]], axis=1
-    )  # a fresh engine from the swap on, as the slot's
-    slot = EngineSlot(engine(1), FADE_MS)
-    incoming = engine(2)
+    )  # a fresh node from the swap on, as the rack's (the rack's fuse acts on the mix)
+    rack = engine(1, fuse=False)
+    name = rack.order[0]
+    incoming = node(2)
     out = []
     for index, block in enumerate(blocks_of(audio)):
         if index == swap_block:
-            slot.swap(incoming)
-            assert slot.busy and slot.engine is not incoming
-        out.append(slot.process(block))
-        assert slot.stats.blocks == index + 1, "a block of two engines counts once"
+            rack.swap(name, incoming, FADE_MS, rename="other")
+            assert rack.busy and rack.node is not incoming
+            with pytest.raises(BendingError, match="not playing yet"):
+                rack.swap(name, node(3), FADE_MS)
+        out.append(rack.process(block))
+        assert rack.stats.blocks == index + 1, "a block of two nodes counts once"
     out = np.concatenate(out, axis=1)
     start = swap_block * BLOCK
-    assert slot.swapped_at == start and start % BLOCK == 0
-    assert slot.engine is incoming and not slot.busy and slot.swaps == 1
-    assert slot.take_retired()[0] is not incoming and not slot.retired
+    assert rack.swapped_at == start and start % BLOCK == 0
+    assert rack.node is incoming and not rack.busy and rack.swaps == 1
+    assert list(rack.nodes) == rack.order == ["other"] and rack.latency == incoming.latency
+    assert rack.take_retired()[0] is not incoming and not rack.retired
     ramp = np.clip(np.arange(1, out.shape[1] - start + 1) / fade, 0, 1)
     mixed = old_out[:, start:] * np.cos(np.pi / 2 * ramp) + new_out * np.sin(np.pi / 2 * ramp)
     np.testing.assert_array_equal(out[:, :start], old_out[:, :start])
@@ -79,17 +94,60 @@ def test_a_swap_crossfades_from_a_block_boundary_and_steps_no_more_than_the_mode
     peaks = np.abs(old_out).max() + np.abs(new_out).max()
     bound = math.sqrt(2) * own + np.pi / 2 / fade * peaks
     assert largest_step(out[:, around]) <= bound + 1e-6
-    assert slot.stats.errors == 0 and incoming.time == out.shape[1]
+    assert rack.stats.errors == 0 and incoming.time == out.shape[1]
 
 
-def test_a_swap_without_a_fade_plays_the_new_engine_from_the_next_block():
-    slot = EngineSlot(engine(1), 0.0)
-    first, incoming = slot.process(sine(1)), engine(2)
-    alone = engine(2)
-    slot.swap(incoming)
-    second = slot.process(sine(2)[:, BLOCK:])
+def test_a_swap_without_a_fade_plays_the_new_node_from_the_next_block():
+    rack = engine(1, fuse=False)
+    first, incoming = rack.process(sine(1)), node(2)
+    alone = engine(2, fuse=False)
+    rack.swap(rack.order[0], incoming, 0.0)
+    second = rack.process(sine(2)[:, BLOCK:])
     np.testing.assert_array_equal(second, alone.process(sine(2)[:, BLOCK:]))
-    assert first.shape == second.shape and slot.engine is incoming and slot.swapped_at == BLOCK
+    assert first.shape == second.shape and rack.node is incoming and rack.swapped_at == BLOCK
+
+
+class Delayed(torch.nn.Module):
+    """A model that delays its input by ``frames`` samples (its latency)."""
+
+    def __init__(self, frames: int) -> None:
+        super().__init__()
+        self.frames = frames
+        self.register_buffer("line", torch.zeros(1, 1, frames))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        both = torch.cat([self.line, x], dim=-1)
+        self.line.copy_(both[..., -self.frames :])
+        return both[..., : x.shape[-1]]
+
+
+def delayed(frames: int) -> Node:
+    return Node(Delayed(frames), block=BLOCK, sample_rate=RATE, streams=1)
+
+
+def test_a_swap_in_a_rack_keeps_the_other_nodes_and_realigns_its_branches():
+    """Two parallel branches (a node delaying by 37 samples beside a plain edge) meet at the
+    output; swapping the node for one that delays by 300 leaves the other nodes as they are,
+    and once the fade is over an impulse through the rack comes out as one impulse again, at
+    the new latency. A node that does not fit its place is refused, naming both."""
+    nodes = {"a": delayed(37), "b": delayed(1)}
+    for item in nodes.values():
+        item.model.latency = item.latency = int(item.model.module.frames)
+    edges = [("in", "a"), ("a", "out"), ("in", "b"), ("b", "out")]
+    rack = Rack(nodes, [Edge(*edge) for edge in edges], fuse=False)
+    assert rack.latency == 37
+    other = rack.nodes["b"]
+    incoming = delayed(300)
+    incoming.model.latency = incoming.latency = 300
+    with pytest.raises(BendingError, match="fits its place"):
+        rack.swap("a", Node(Delayed(5), block=2 * BLOCK, sample_rate=RATE, streams=1))
+    rack.swap("a", incoming, 0.0)
+    rack.process(np.zeros((1, BLOCK), np.float32))
+    assert rack.nodes["a"] is incoming and rack.nodes["b"] is other and rack.latency == 300
+    impulse = np.zeros((1, 4 * BLOCK), np.float32)
+    impulse[0, 5] = 1.0
+    out = np.concatenate([rack.process(b) for b in blocks_of(impulse)], axis=1)[0]
+    assert np.flatnonzero(out).tolist() == [305] and out[305] == pytest.approx(2.0)
 
 
 # -- /model/load on a live server ----------------------------------------------------------------
@@ -105,7 +163,7 @@ def bad_models(folder):
     manifest.write_text("sample_rate = 44100\n" + manifest.read_text())
     return [
         (str(folder / "no-such-model"), "no model at"),
-        (str(other_rate), "runs at 44100 Hz; the server plays 48000 Hz"),
+        (str(other_rate), "runs at 44100 Hz; the rack plays 48000 Hz"),
         (str(truncated), "not a TorchScript file"),
         (str(crashing_model(folder / "aborts", top="os.abort()")), "killed by SIGABRT"),
         (str(crashing_model(folder / "nan", call="x = x * float('nan')")), "not finite"),
@@ -114,9 +172,12 @@ def bad_models(folder):
 
 
 def output_level(server: Server, seconds: float = 0.3) -> float:
-    """The RMS of what the server played in the last ``seconds`` (its slot's recent blocks)."""
-    recent = server.slot.recent
-    _, out, _ = recent.read(recent.written - int(seconds * RATE))
+    """The RMS of what the server played in the last ``seconds`` (a tap on its rack)."""
+    if server.engine.tap is None:
+        server.engine.tap = BlockTap(server.engine.in_channels, server.engine.out_channels)
+        time.sleep(seconds + 0.05)
+    tap = server.engine.tap
+    _, out, _ = tap.read(tap.written - int(seconds * RATE))
     return float(np.sqrt(np.mean(out**2)))
 
 
@@ -149,7 +210,7 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
             address, message = replies.wait_for("/error", timeout=30)
             assert "values that are not finite" in message and "blocks of the input" in message
             server.controller.switcher.trust = False
-            before, drive = stats(port, replies), server.engine
+            before, drive = stats(port, replies), server.engine.node
             oscsend(port, "/model/load", "s", "wavae")
             loaded = replies.wait_for("/model/loaded", timeout=30)
             time.sleep(0.3)
@@ -157,8 +218,8 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
             oscsend(port, "/get/engine/gain")
             assert replies.wait_for("/get/engine/gain") == [1.0]
     assert loaded[0] == "wavae" and loaded[1] == -1.0, "a shipped model is not probed"
-    assert server.engine.model.name == "wavae" and server.slot.swaps == 1
-    assert server.slot.swapped_at % BLOCK == 0
+    assert server.engine.model.name == "wavae" and server.engine.swaps == 1
+    assert server.engine.swapped_at % BLOCK == 0 and list(server.engine.nodes) == ["wavae"]
     assert after["xruns"] - before["xruns"] == 0 and after["errors"] == 0
     assert output_level(server) > 0.01
     weights = [*drive.model.module.parameters(), *drive.bended.weight_bank.slots.values()]
@@ -193,3 +254,45 @@ def test_the_controller_oscquery_and_the_page_follow_the_new_model(replies):
     assert sorted(bends) == ["/bend/latent/std", "/bend/mask/prob"]
     assert gone[0] == "/get/bend/lfo/depth" and "lfo" in gone[1]
     assert namespace == {"latent", "mask", "add", "remove", "clear"}
+
+
+def test_a_node_of_a_served_rack_switches_live_under_jack(tmp_path, replies):
+    """A rack of drive -> drive_2 played through JACK at 256: /node/drive_2/load wavae swaps
+    the second node alone (the first keeps its gain, the names stay), without an xrun; a model
+    that does not fit the node's place, an unknown node and /model/load on a rack are /errors."""
+    path = tmp_path / "sine.wav"
+    sf.write(path, sine(RATE // BLOCK)[0], RATE)
+    with jack_server(RATE, BLOCK):
+        options = ServeOptions(
+            preset="none", audio="jack", block=BLOCK, input=str(path), osc_port=0,
+            oscquery_port=0, reply_port=replies.port, xfade_ms=FADE_MS,
+            rack=RackSpec.chain(["drive", "drive"]),
+        )  # fmt: skip
+        with Server(options) as server:
+            port = server.osc.port
+            oscsend(port, "/drive/engine/gain", "f", 0.5)
+            time.sleep(0.3)
+            refused = []
+            for address, source in [
+                ("/node/drive_2/load", "wavae.encode"),
+                ("/node/nothing/load", "wavae"),
+                ("/model/load", "wavae"),
+            ]:
+                oscsend(port, address, "s", source)
+                refused.append(replies.wait_for("/error", timeout=30))
+            before, first = stats(port, replies), server.engine.nodes["drive"]
+            oscsend(port, "/node/drive_2/load", "s", "wavae")
+            loaded = replies.wait_for("/node/loaded", timeout=30)
+            time.sleep(0.3)
+            after = stats(port, replies)
+            oscsend(port, "/drive/get/engine/gain")
+            gain = replies.wait_for("/get/engine/gain")
+            assert output_level(server) > 0.01
+    assert "fits its place" in refused[0][1] and "1 channel(s) of audio" in refused[0][1]
+    assert "no rack node 'nothing'" in refused[1][1]
+    assert "/<node>/load" in refused[2][1] and "drive, drive_2" in refused[2][1]
+    assert loaded[:3] == ["drive_2", "wavae", -1.0] and gain == [0.5]
+    rack = server.engine
+    assert list(rack.nodes) == ["drive", "drive_2"] and rack.nodes["drive"] is first
+    assert rack.nodes["drive_2"].model.name == "wavae" and rack.swapped_at % BLOCK == 0
+    assert after["xruns"] - before["xruns"] == 0 and after["errors"] == 0

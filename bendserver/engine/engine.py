@@ -42,14 +42,18 @@ class StreamEngine(Rack):
         streams: int | None = None,
         cuda_graph: bool = True,
     ) -> None:
-        #: The one node the engine plays.
-        self.node = Node(
+        node = Node(
             model, method, block, sample_rate, device, preset, optimize, streams, cuda_graph
         )
-        super().__init__({self.node.model.name: self.node}, None, fuse, ceiling)
+        super().__init__({node.model.name: node}, None, fuse, ceiling)
+
+    @property
+    def node(self) -> Node:
+        """The one node the engine plays (another once a swap replaced it)."""
+        return self._first
 
     def __getattr__(self, name: str) -> Any:
         """What the rack does not have is the node's (its control methods and attributes)."""
-        if name == "node":  # not set yet: no recursion while constructing
+        if "nodes" not in self.__dict__:  # not set yet: no recursion while constructing
             raise AttributeError(name)
         return getattr(self.node, name)

@@ -12,6 +12,7 @@ latency (the longest path's sum).
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from ..loader import MethodSpec
 from .fuse import OutputFuse
 from .node import Node, _checked_streams
 from .stats import EngineStats
+from .switch import Layout, NodeSwap, RecentInput
 from .tap import BlockTap
 
 #: The rack's input and output, as ends of edges.
@@ -59,6 +61,15 @@ class Delay:
     def reset(self) -> None:
         self._line.fill(0.0)
 
+    def carry(self, other: Delay) -> None:
+        """Take the newest history ``other`` holds (as much as this line delays by): a branch
+        realigned to another delay goes on with what it had (audio side, no allocation)."""
+        count = min(self.frames, other.frames)
+        if count and self._line.shape[0] == other._line.shape[0]:
+            self._line[:, self.frames - count : self.frames] = other._line[
+                :, other.frames - count : other.frames
+            ]
+
 
 @dataclass
 class _Input:
@@ -86,22 +97,16 @@ class Rack:
     ) -> None:
         if not nodes:
             raise BendingError("a rack plays at least one node")
-        names = list(nodes)
         if edges is None:
-            ends = [IN, *names, OUT]
+            ends = [IN, *nodes, OUT]
             edges = [Edge(a, b) for a, b in zip(ends, ends[1:], strict=False)]
-        self.edges = list(edges)
-        self.nodes = dict(nodes)
-        #: The nodes in the order they play (each after every node feeding it).
-        self.order = _ordered(names, self.edges)
-        self._check_edges()
         self.stats = EngineStats()
+        self._take(self._layout(dict(nodes), list(edges)))
         for node in self.nodes.values():
             node.stats = self.stats
             node.on_reset = self._reset_fuse
         #: Copies of each block in and out for a meter (None: no copies; see ``engine.tap``).
         self.tap: BlockTap | None = None
-        self._build_inputs()
         self.fuse = (
             OutputFuse(self.out_channels, self.sample_rate, ceiling)
             if fuse and self.spec.out_ratio == 1
@@ -109,73 +114,29 @@ class Rack:
         )
         self.time = 0
         self._budget = self.block / self.sample_rate
+        #: Nodes that played and were replaced by :meth:`swap`, for the control side to free.
+        self.retired: collections.deque[Node] = collections.deque()
+        self.swaps = 0  #: node swaps finished
+        #: The rack time (samples) of the block the last swap's crossfade started at.
+        self.swapped_at: int | None = None
+        self._incoming: NodeSwap | None = None
+        self._fading: NodeSwap | None = None
 
-    def _into(self, target: str) -> list[Edge]:
-        return [edge for edge in self.edges if edge.target == target]
-
-    def _ports(self, target: str) -> set[tuple[int, int]]:
-        """What the edges into ``target`` carry, as (channels, ratio)."""
-        return {self._carried(edge.source) for edge in self._into(target)}
-
-    def _carried(self, source: str) -> tuple[int, int]:
-        """What ``source``'s output carries: (channels per stream, audio samples per frame)."""
-        if source == IN:
-            first = self.nodes[self._into_of_in()[0]]
-            return first.spec.in_channels, first.spec.in_ratio
-        spec = self.nodes[source].spec
-        return spec.out_channels, spec.out_ratio
-
-    def _into_of_in(self) -> list[str]:
-        return [edge.target for edge in self.edges if edge.source == IN and edge.target != OUT]
-
-    def _check_edges(self) -> None:
-        """Every edge joins outputs and inputs of the same channels, rate, block and sample
-        rate: refused here, naming the edge, before anything plays."""
-        first = next(iter(self.nodes.values()))
-        for name, node in self.nodes.items():
-            if (node.block, node.sample_rate, node.streams) != (
-                first.block,
-                first.sample_rate,
-                first.streams,
-            ):
-                raise BendingError(
-                    f"rack node '{name}' plays blocks of {node.block} at {node.sample_rate} Hz, "
-                    f"{node.streams} stream(s), and the first node {first.block} at "
-                    f"{first.sample_rate} Hz, {first.streams}: give the rack one block and rate"
-                )
-        if not self._into_of_in():
-            raise BendingError("no edge from 'in' into a node: the rack's input goes nowhere")
-        for edge in self.edges:
-            if edge.target == IN or edge.source == OUT:
-                raise BendingError(
-                    f"edge {edge.source} -> {edge.target}: 'in' only feeds, 'out' only takes"
-                )
-            carried = self._carried(edge.source)
-            if edge.target == OUT:
-                wanted = carried if len(self._ports(OUT)) == 1 else None
-            else:
-                spec = self.nodes[edge.target].spec
-                wanted = (spec.in_channels, spec.in_ratio)
-            if carried != wanted:
-                raise BendingError(
-                    f"edge {edge.source} -> {edge.target}: {edge.source} gives "
-                    f"{_carrying(carried)} and {edge.target} takes "
-                    f"{_carrying(wanted) if wanted else 'another signal from its other edges'}: "
-                    "join outputs to inputs of the same channels and rate (an encode's latent "
-                    "into a decode, audio into audio)"
-                )
-
-    def _build_inputs(self) -> None:
-        """Each target's inputs, with the delays that align its branches, and the latency at
-        each node's output (the longest path to it)."""
+    def _layout(self, nodes: dict[str, Node], edges: list[Edge]) -> Layout:
+        """What the rack plays with ``nodes`` joined by ``edges``: checked, ordered, each
+        target's inputs with the delays that align its branches, the latency at each node's
+        output (the longest path to it). Nothing of the rack changes (control side)."""
+        order = _ordered(list(nodes), edges)
+        _check_edges(nodes, edges)
+        first = next(iter(nodes.values()))
         arrival: dict[str, int] = {IN: 0}
-        self._inputs: dict[str, list[_Input]] = {}
-        for target in [*self.order, OUT]:
-            edges = self._into(target)
-            latest = max(arrival[edge.source] for edge in edges)
-            channels, ratio = self._carried(edges[0].source)
-            inputs = []
-            for edge in edges:
+        inputs: dict[str, list[_Input]] = {}
+        for target in [*order, OUT]:
+            into = _into(edges, target)
+            latest = max(arrival[edge.source] for edge in into)
+            channels, ratio = _carried(nodes, edges, into[0].source)
+            inputs[target] = []
+            for edge in into:
                 lag = latest - arrival[edge.source]
                 if lag % ratio:
                     raise BendingError(
@@ -183,16 +144,25 @@ class Rack:
                         f"number of its frames ({ratio} samples each): they cannot be aligned"
                     )
                 delay = (
-                    Delay(channels * self.streams, lag // ratio, self.block // ratio)
+                    Delay(channels * first.streams, lag // ratio, first.block // ratio)
                     if lag
                     else None
                 )
-                inputs.append(_Input(edge.source, float(edge.gain), delay))
-            self._inputs[target] = inputs
+                inputs[target].append(_Input(edge.source, float(edge.gain), delay))
             if target != OUT:
-                arrival[target] = latest + self.nodes[target].latency
+                arrival[target] = latest + nodes[target].latency
+        latency = max(arrival[edge.source] for edge in _into(edges, OUT))
+        recent = {
+            name: RecentInput(node.in_channels, node.in_frames) for name, node in nodes.items()
+        }
+        return Layout(nodes, edges, order, inputs, latency, recent)
+
+    def _take(self, layout: Layout) -> None:
+        """Play ``layout`` from now on: reference writes (on the audio side, at a swap's end)."""
+        self.nodes, self.edges, self.order = layout.nodes, layout.edges, layout.order
+        self._inputs, self.recent = layout.inputs, layout.recent
         #: Samples from a sample in to its effect out: the sum along the longest path.
-        self.latency = max(arrival[edge.source] for edge in self._into(OUT))
+        self.latency = layout.latency
 
     def __getattr__(self, name: str) -> Any:
         """A node's method or attribute asked of a rack of several (``/bend/...`` sent to the
@@ -221,8 +191,8 @@ class Rack:
     @property
     def spec(self) -> MethodSpec:
         """Channels and ratios of the rack as one method: what ``in`` feeds, what ``out`` gets."""
-        in_channels, in_ratio = self._carried(IN)
-        out_channels, out_ratio = self._carried(self._into(OUT)[0].source)
+        in_channels, in_ratio = _carried(self.nodes, self.edges, IN)
+        out_channels, out_ratio = _carried(self.nodes, self.edges, _into(self.edges, OUT)[0].source)
         return MethodSpec(in_channels, in_ratio, out_channels, out_ratio)
 
     @property
@@ -266,6 +236,7 @@ class Rack:
         streams = _checked_streams(streams)
         if streams == self.streams:
             return
+        self.check_idle()
         done: list[tuple[Node, int]] = []
         try:
             for node in self.nodes.values():
@@ -276,7 +247,7 @@ class Rack:
             for node, before in reversed(done):  # what was rebuilt plays what it did
                 node.set_streams(before)
             raise
-        self._build_inputs()
+        self._take(self._layout(self.nodes, self.edges))
         if self.fuse is not None:
             self.fuse = OutputFuse(self.out_channels, self.sample_rate, self.fuse.ceiling)
 
@@ -288,17 +259,45 @@ class Rack:
         counts."""
         started = time.perf_counter()
         dry = np.asarray(block, dtype=np.float32)
+        if self._incoming is not None and self._fading is None:  # a swap starts at this block
+            self._fading, self._incoming = self._incoming, None
+            self._fading.node.time = self.nodes[self._fading.name].time
+            self.swapped_at = self.time
+        fading = self._fading
         outputs = {IN: dry}
         for name in self.order:
-            outputs[name] = self.nodes[name].process(self._gathered(name, outputs))
+            x = self._gathered(name, outputs)
+            self.recent[name].record(x)
+            node = self.nodes[name]
+            if fading is not None and fading.name == name:
+                outputs[name] = fading.play(node, x)
+            else:
+                outputs[name] = node.process(x)
         out = self._gathered(OUT, outputs)
         if self.fuse is not None:
             out = self.fuse.process(out)
         if self.tap is not None:
             self.tap.record(dry, out)
+        if fading is not None and fading.done:
+            self._swapped(fading)
         self.time += self.block
         self.stats.record(time.perf_counter() - started, self._budget)
         return out
+
+    def _swapped(self, swap: NodeSwap) -> None:
+        """The crossfade is over: play the swap's layout, the replaced node retired (audio
+        side: reference writes; the delay lines of realigned branches keep their history)."""
+        old = self.nodes[swap.name]
+        for target, inputs in swap.layout.inputs.items():
+            before = {edge.source: edge.delay for edge in self._inputs.get(target, ())}
+            for edge in inputs:
+                kept = before.get(edge.source)
+                if edge.delay is not None and kept is not None:
+                    edge.delay.carry(kept)
+        self._take(swap.layout)
+        self.retired.append(old)
+        self.swaps += 1
+        self._fading = None
 
     def _gathered(self, target: str, outputs: dict[str, np.ndarray]) -> np.ndarray:
         """The sum of ``target``'s inputs, each delayed and scaled (one plain edge: as it is)."""
@@ -367,7 +366,7 @@ class Rack:
             return "make it without streams to play any number of channels, one stream each"
         if not reset:
             return "reset=True starts a stream with another number of channels"
-        first = self.nodes[self._into_of_in()[0]]
+        first = self.nodes[_fed_by_in(self.edges)[0]]
         return f"model '{first.model.name}' takes {first.spec.in_channels} channel(s) a stream"
 
     def apply_due(self) -> None:
@@ -392,6 +391,55 @@ class Rack:
 
     # -- the control side ----------------------------------------------------------------------
 
+    def swap(self, name: str, node: Node, fade_ms: float = 50.0, rename: str | None = None) -> None:
+        """Play ``node`` in place of node ``name`` from the next block on, crossfaded over
+        ``fade_ms`` (control side; see :mod:`.switch`). It must take and give what ``name``
+        does (channels, rate, block); another latency realigns the branches once the fade
+        is over. ``rename``: its name from then on (a one-node rack's follows its model)."""
+        self.check_idle()
+        old = self.nodes.get(name)
+        if old is None:
+            raise BendingError(f"no rack node {name!r} (nodes: {', '.join(self.nodes)})")
+        plays = (old.spec, old.block, old.sample_rate, old.streams)
+        if (node.spec, node.block, node.sample_rate, node.streams) != plays:
+            raise BendingError(
+                f"'{node.method}' of model '{node.model.name}' plays {_plays(node)}; node "
+                f"'{name}' plays {_plays(old)}: load a model that fits its place in the rack"
+            )
+        new = rename or name
+        if new != name and new in self.nodes:
+            raise BendingError(f"the rack already has a node {new!r}")
+        named = lambda end: new if end == name else end  # noqa: E731
+        nodes = {named(key): node if key == name else value for key, value in self.nodes.items()}
+        edges = [Edge(named(e.source), named(e.target), e.gain) for e in self.edges]
+        layout = self._layout(nodes, edges)
+        for key, value in nodes.items():  # the nodes that stay keep their recent input
+            if key in self.recent and self.nodes.get(key) is value:
+                layout.recent[key] = self.recent[key]
+        node.stats = self.stats
+        node.on_reset = self._reset_fuse
+        self._incoming = NodeSwap(name, node, layout, fade_ms)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a swap was handed over and has not finished its crossfade yet."""
+        return self._incoming is not None or self._fading is not None
+
+    def check_idle(self) -> None:
+        """Refuse a change of the rack's nodes while a swap has not finished its crossfade."""
+        if self.busy:
+            raise BendingError(
+                "the last model loaded is not playing yet (is the audio running?): load another "
+                "once it plays"
+            )
+
+    def take_retired(self) -> list[Node]:
+        """The nodes replaced so far (control side: dropping them frees them)."""
+        taken = []
+        while self.retired:
+            taken.append(self.retired.popleft())
+        return taken
+
     def collect(self) -> None:
         """Free what applied changes replaced, on every node (control side)."""
         for node in self.nodes.values():
@@ -415,6 +463,72 @@ class Rack:
             "commands": sum(node.commands.applied for node in self.nodes.values()),
             "pending": sum(node.commands.pending() for node in self.nodes.values()),
         }
+
+
+def _into(edges: Sequence[Edge], target: str) -> list[Edge]:
+    return [edge for edge in edges if edge.target == target]
+
+
+def _fed_by_in(edges: Sequence[Edge]) -> list[str]:
+    """The nodes the rack's input feeds."""
+    return [edge.target for edge in edges if edge.source == IN and edge.target != OUT]
+
+
+def _carried(nodes: Mapping[str, Node], edges: Sequence[Edge], source: str) -> tuple[int, int]:
+    """What ``source``'s output carries: (channels per stream, audio samples per frame)."""
+    if source == IN:
+        first = nodes[_fed_by_in(edges)[0]]
+        return first.spec.in_channels, first.spec.in_ratio
+    spec = nodes[source].spec
+    return spec.out_channels, spec.out_ratio
+
+
+def _check_edges(nodes: Mapping[str, Node], edges: Sequence[Edge]) -> None:
+    """Every edge joins outputs and inputs of the same channels, rate, block and sample rate:
+    refused here, naming the edge, before anything plays."""
+    first = next(iter(nodes.values()))
+    for name, node in nodes.items():
+        if (node.block, node.sample_rate, node.streams) != (
+            first.block,
+            first.sample_rate,
+            first.streams,
+        ):
+            raise BendingError(
+                f"rack node '{name}' plays blocks of {node.block} at {node.sample_rate} Hz, "
+                f"{node.streams} stream(s), and the first node {first.block} at "
+                f"{first.sample_rate} Hz, {first.streams}: give the rack one block and rate"
+            )
+    if not _fed_by_in(edges):
+        raise BendingError("no edge from 'in' into a node: the rack's input goes nowhere")
+    for edge in edges:
+        if edge.target == IN or edge.source == OUT:
+            raise BendingError(
+                f"edge {edge.source} -> {edge.target}: 'in' only feeds, 'out' only takes"
+            )
+        carried = _carried(nodes, edges, edge.source)
+        if edge.target == OUT:
+            into_out = {_carried(nodes, edges, e.source) for e in _into(edges, OUT)}
+            wanted = carried if len(into_out) == 1 else None
+        else:
+            spec = nodes[edge.target].spec
+            wanted = (spec.in_channels, spec.in_ratio)
+        if carried != wanted:
+            raise BendingError(
+                f"edge {edge.source} -> {edge.target}: {edge.source} gives "
+                f"{_carrying(carried)} and {edge.target} takes "
+                f"{_carrying(wanted) if wanted else 'another signal from its other edges'}: "
+                "join outputs to inputs of the same channels and rate (an encode's latent "
+                "into a decode, audio into audio)"
+            )
+
+
+def _plays(node: Node) -> str:
+    spec = node.spec
+    return (
+        f"{_carrying((spec.in_channels, spec.in_ratio))} in, "
+        f"{_carrying((spec.out_channels, spec.out_ratio))} out, blocks of {node.block} at "
+        f"{node.sample_rate} Hz, {node.streams} stream(s)"
+    )
 
 
 def _carrying(carried: tuple[int, int]) -> str:

@@ -77,12 +77,6 @@ class Meters:
             "scope": _scope(out if frames >= SCOPE_POINTS else recent),
         }
 
-    def follow(self, engine: StreamEngine) -> None:
-        """Meter ``engine`` from now on (``/model/load`` swapped it in; the tap moves to it
-        with its first block alone, the statistics are shared)."""
-        self.engine = engine
-        self._limited = self._limited_samples()
-
     def _limited_samples(self) -> int:
         fuse = self.engine.fuse
         return fuse.limited_samples if fuse is not None else 0

@@ -707,7 +707,8 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/stats",
         Schema(),
-        "reply: blocks N late N errors N p50_ms F p99_ms F max_ms F ...",
+        "reply: blocks N late N errors N p50_ms F p99_ms F max_ms F ... (a rack of several: "
+        "<node>_p50_ms F <node>_max_ms F for each; /<node>/stats: that node's own)",
         _stats,
         query=True,
     ),

@@ -65,6 +65,12 @@ def test_a_served_racks_node_change_is_heard_and_read_back_per_node(tmp_path, re
         oscsend(server.osc.port, "/stats")
         stats = replies.wait_for("/stats")
         assert stats[stats.index("latency") + 1] == server.latency
+        oscsend(server.osc.port, "/b/stats")
+        own = replies.wait_for("/stats")
+    rack_ms = {key: stats[stats.index(key) + 1] for key in ("p50_ms", "a_p50_ms", "b_max_ms")}
+    assert 0 < rack_ms["a_p50_ms"] < rack_ms["p50_ms"] and rack_ms["b_max_ms"] > 0
+    own = dict(zip(own[::2], own[1::2], strict=True))  # b: its op added, its value set
+    assert own["blocks"] > 0 and own["commands"] == 2 and 0 < own["p50_ms"] < rack_ms["p50_ms"]
     out = sf.read(str(record), dtype="float32")[0]  # 16-bit: within 1e-4
     # the dry level through both nodes, then node b's half of it (what the rack computes)
     assert np.isclose(out[0], LEVEL, atol=1e-4), "the rack does not play its input"

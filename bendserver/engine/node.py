@@ -123,6 +123,8 @@ class Node:
             self._set_up_cuda(cuda_graph)
         #: Counters shared with the rack that plays the node (errors; blocks, for ``compile``).
         self.stats = EngineStats() if stats is None else stats
+        #: This node's own compute time per block (written by the rack that plays it).
+        self.compute = EngineStats()
         #: Called on the audio side after a requested reset (the rack clears its fuse).
         self.on_reset: Callable[[], None] | None = None
         self._trace()
@@ -503,6 +505,16 @@ class Node:
         """Free what applied changes replaced (control side; submitting a change does too)."""
         with self._control:
             self.timeline.prune()
+
+    def stats_dict(self) -> dict[str, float]:
+        """The node's own figures (``/<node>/stats``): blocks, compute time, changes applied
+        and pending."""
+        return {
+            "blocks": self.compute.blocks,
+            **self.compute.compute_ms(),
+            "commands": self.commands.applied,
+            "pending": self.commands.pending(),
+        }
 
     def failures(self) -> list[str]:
         """Failures the audio side met since the last call (each kind once), to report."""

@@ -269,10 +269,12 @@ class Rack:
             x = self._gathered(name, outputs)
             self.recent[name].record(x)
             node = self.nodes[name]
+            node_started = time.perf_counter()
             if fading is not None and fading.name == name:
-                outputs[name] = fading.play(node, x)
+                outputs[name] = fading.play(node, x)  # both nodes' time, counted as the node's
             else:
                 outputs[name] = node.process(x)
+            node.compute.record(time.perf_counter() - node_started, self._budget)
         out = self._gathered(OUT, outputs)
         if self.fuse is not None:
             out = self.fuse.process(out)
@@ -462,7 +464,16 @@ class Rack:
             "limited": fuse.limited_samples if fuse else 0,
             "commands": sum(node.commands.applied for node in self.nodes.values()),
             "pending": sum(node.commands.pending() for node in self.nodes.values()),
+            **(self._node_ms() if len(self.nodes) > 1 else {}),
         }
+
+    def _node_ms(self) -> dict[str, float]:
+        """Each node's p50 and max compute time (``<node>_p50_ms``, ``<node>_max_ms``)."""
+        times: dict[str, float] = {}
+        for name in self.order:
+            ms = self.nodes[name].compute.compute_ms()
+            times |= {f"{name}_p50_ms": ms["p50_ms"], f"{name}_max_ms": ms["max_ms"]}
+        return times
 
 
 def _into(edges: Sequence[Edge], target: str) -> list[Edge]:

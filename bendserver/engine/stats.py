@@ -20,18 +20,6 @@ class EngineStats:
         if seconds > budget:
             self.late += 1
 
-    def extend_last(self, seconds: float, budget: float) -> None:
-        """Add ``seconds`` to the last block's time (a second engine computed in that block, as
-        during a crossfade), counting the block late if the sum is."""
-        if self.blocks == 0:
-            self.record(seconds, budget)
-            return
-        index = (self.blocks - 1) % len(self._times)
-        before = self._times[index]
-        self._times[index] = before + seconds
-        if before <= budget < before + seconds:
-            self.late += 1
-
     def compute_ms(self) -> dict[str, float]:
         """p50, p99 and max of the recent blocks' compute times, in milliseconds."""
         count = min(self.blocks, len(self._times))

@@ -335,8 +335,11 @@ def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
                 f"preset '{preset.name}' sets nodes {unknown} this rack does not play (its "
                 f"nodes: {', '.join(nodes)}): load it into a rack of those nodes"
             )
-        for name, part in preset.nodes.items():
-            nodes[name].load_preset(part, at=at)
+        for name, part in preset.nodes.items():  # every part checked before any applies
+            nodes[name].check_preset(part)
+        with ctl.engine.holding_changes():  # and all applied at one block boundary
+            for name, part in preset.nodes.items():
+                nodes[name].load_preset(part, at=at)
     elif len(nodes) > 1:
         raise BendingError(
             f"preset '{preset.name}' is one model's and this rack plays {', '.join(nodes)}: "

@@ -7,6 +7,7 @@ import time
 import urllib.request
 
 import numpy as np
+import pytest
 import soundfile as sf
 from jack import oscsend
 from pythonosc.osc_bundle_builder import OscBundleBuilder
@@ -19,9 +20,12 @@ from bendserver.cli import main
 from bendserver.control import Controller
 from bendserver.engine.node import Node
 from bendserver.engine.rack import Rack
+from bendserver.errors import BendingError
+from bendserver.presets import PresetLibrary
 from bendserver.rackspec import RackSpec
 from bendserver.schedule import SCHEDULE_CAPACITY
 from bendserver.serve import ServeOptions, Server
+from bendserver.slices import sliced
 
 BLOCK = 64
 LEVEL = 0.4
@@ -126,6 +130,35 @@ def test_a_racks_preset_saves_every_node_and_loads_each_part(replies):
         assert replies.wait_for("/preset/saved") == ["node_b"]
         oscsend(port, "/preset/load", "s", "node_b")
         assert "send it to one node (/a/preset/load node_b)" in replies.wait_for("/error")[-1]
+
+
+def test_a_racks_preset_loads_whole_at_one_block_or_not_at_all(tmp_path):
+    """Both nodes' parts of a rack preset apply at the same block, though blocks run while it
+    is prepared (here: a block each time the preparation lets the audio in); a preset with a
+    part that does not fit changes no node."""
+    rack = Rack({"a": _scaled("a"), "b": _scaled("b")}, fuse=False)
+    controller = Controller(rack, PresetLibrary(tmp_path))
+    dc = np.full((1, BLOCK), LEVEL, np.float32)
+    controller.dispatch("/a/bend/g/value", [0.5])
+    controller.dispatch("/b/bend/g/value", [0.5])
+    rack.process(dc)
+    controller.dispatch("/preset/save", ["quarter"])
+    saved = json.loads((tmp_path / "quarter.json").read_text())
+    saved["nodes"]["b"]["bends"][0]["keys"] = ["no_such_activation"]
+    (tmp_path / "broken.json").write_text(json.dumps(saved))
+    controller.dispatch("/a/bend/g/value", [1.0])
+    controller.dispatch("/b/bend/g/value", [1.0])
+    levels = [float(rack.process(dc)[0, -1])]
+    with sliced(lambda: levels.append(float(rack.process(dc)[0, -1])), every=0):
+        with pytest.raises(BendingError, match="no_such_activation"):
+            controller.dispatch("/preset/load", ["broken"])
+        levels.append(float(rack.process(dc)[0, -1]))
+        controller.dispatch("/preset/load", ["quarter"])
+    levels += [float(rack.process(dc)[0, -1]) for _ in range(2)]
+    changed = levels.index(next(v for v in levels if v != pytest.approx(LEVEL)))
+    assert len(levels) > 4 and changed > 2, "blocks ran while the presets were prepared"
+    assert levels[:changed] == pytest.approx([LEVEL] * changed), "the broken preset changed a node"
+    assert levels[changed:] == pytest.approx([LEVEL / 4] * (len(levels) - changed)), levels
 
 
 def test_bench_times_a_rack_against_its_models_one_after_the_other(capsys):

@@ -149,6 +149,8 @@ class Node:
         self._failed_kinds: set[str] = set()
         #: The sample time of the next block (advanced by ``process``).
         self.time = 0
+        #: Changes due wait while set (the rack holds them to apply several nodes' at once).
+        self.held = False
         if preset is not None:
             self.load_preset(preset)
             self.apply_due()
@@ -394,7 +396,7 @@ class Node:
         """Apply the changes due at this block and advance the ramps (audio side: the first
         step of :meth:`process`)."""
         with self._on_device_stream():  # on a GPU: weight copies and parameter writes
-            due = self.commands.due(self.time)
+            due = () if self.held else self.commands.due(self.time)
             for command in due:
                 if not command.cancelled:
                     try:
@@ -662,32 +664,44 @@ class Node:
     def load_preset(self, preset: str | Path | Preset, at: int | None = None) -> Preset:
         """Replace the ops, weights and engine settings with a preset's. The whole preset is
         checked and built first: a refused preset changes nothing."""
-        preset = preset if isinstance(preset, Preset) else load_preset(preset)
-        listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
-        check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
+        preset = self.check_preset(preset)
         config = BendingConfig.from_dict(preset.config)
-        check_fit(preset, config, self.bended, self.model.name)
         bank = self.bended.weight_bank
         version = preset.version or bank.default_name
-        bank.check_version(version)
         interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
-        gain, mix = _finite("gain", preset.gain, 0.0, 16.0), _finite("mix", preset.mix, 0.0, 1.0)
-        named = config.ops
         keys: dict[int, list[str]] = {}
         for op, op_keys in config.entries:
             keys.setdefault(id(op), []).extend(op_keys)
         with self._control, self._creating() as ops:
-            for op_id, op in named.items():
+            for op_id, op in config.ops.items():
                 breathe()
                 ops.append(self._bends.create(op_id, op, tuple(keys[id(op)])))
             disabled = set(preset.disabled)
             loaded = tuple(_enabled(op, op.op_id not in disabled) for op in ops)
+            gain = _finite("gain", preset.gain, 0.0, 16.0)
+            mix = _finite("mix", preset.mix, 0.0, 1.0)
 
             def change(state: BendingState) -> BendingState:
                 new = replace(state, ops=loaded, gain=gain, mix=mix)
                 return new.weights(version, interpolation)
 
             self._submit(change, at, f"preset {preset.name}")
+        return preset
+
+    def check_preset(self, preset: str | Path | Preset) -> Preset:
+        """The preset, read and checked against this node's model (ops, weights, version,
+        interpolation, gain and mix): a BendingError says what does not fit, changing nothing."""
+        preset = preset if isinstance(preset, Preset) else load_preset(preset)
+        listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
+        check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
+        config = BendingConfig.from_dict(preset.config)
+        check_fit(preset, config, self.bended, self.model.name)
+        bank = self.bended.weight_bank
+        bank.check_version(preset.version or bank.default_name)
+        if preset.interpolation:
+            bank.normalised(preset.interpolation)
+        _finite("gain", preset.gain, 0.0, 16.0)
+        _finite("mix", preset.mix, 0.0, 1.0)
         return preset
 
     def bending_config(self, at: int | None = None) -> BendingConfig:

@@ -13,6 +13,7 @@ latency (the longest path's sum).
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -434,6 +435,19 @@ class Rack:
                 "the last model loaded is not playing yet (is the audio running?): load another "
                 "once it plays"
             )
+
+    @contextlib.contextmanager
+    def holding_changes(self) -> Iterator[None]:
+        """Every node's due changes wait while the block runs (control side): changes submitted
+        to several nodes inside apply at the same block boundary."""
+        nodes = list(self.nodes.values())
+        for node in nodes:
+            node.held = True
+        try:
+            yield
+        finally:
+            for node in nodes:
+                node.held = False
 
     def take_retired(self) -> list[Node]:
         """The nodes replaced so far (control side: dropping them frees them)."""

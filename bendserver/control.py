@@ -139,6 +139,9 @@ class Address:
     handler: Handler
     coalesce: bool = False
     query: bool = False
+    #: The rack's own: sent without a node's name to a rack of several (``/stats``, a whole
+    #: rack's preset); every other address is a node's there.
+    rack: bool = False
 
     @property
     def args(self) -> str:
@@ -555,7 +558,7 @@ def _model_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> l
 
 
 def _node_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
-    loaded = _load(ctl, args, m.path["name"])
+    loaded = _load(ctl, args, m.path["node"])
     return [("/node/loaded", [loaded.name, loaded.node.model.name, *_timings(loaded)])]
 
 
@@ -564,7 +567,7 @@ def _load(ctl: Controller, args: list[Any], node: str | None) -> Any:
     if ctl.switcher is None:
         raise BendingError(
             "loading a model live needs a live server (bendserver serve); a node of its rack "
-            "loads with /node/<name>/load"
+            "loads with /node/<node>/load"
         )
     source, *preset = args
     if preset:
@@ -648,12 +651,14 @@ ADDRESSES: tuple[Address, ...] = (
         Schema((Arg("name", "text", choices="presets"),)),
         "load a preset: the user's presets folder first, then the shipped presets",
         _preset_load,
+        rack=True,
     ),
     Address(
         "/preset/save",
         Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
         "save the bending into the user's presets folder (1: replace one of that name)",
         _preset_save,
+        rack=True,
     ),
     Address(
         "/engine/gain",
@@ -691,6 +696,7 @@ ADDRESSES: tuple[Address, ...] = (
         "activations, versions, ops, types, bends, presets, attributes",
         _list,
         query=True,
+        rack=True,
     ),
     Address(
         "/get/<address>",
@@ -714,8 +720,9 @@ ADDRESSES: tuple[Address, ...] = (
         "<node>_p50_ms F <node>_max_ms F for each; /<node>/stats: that node's own)",
         _stats,
         query=True,
+        rack=True,
     ),
-    Address("/ping", Schema(), "reply /pong", _ping, query=True),
+    Address("/ping", Schema(), "reply /pong", _ping, query=True, rack=True),
     Address(
         "/model/load",
         Schema((Arg("model", "text"),), (Arg("preset", "text"),)),
@@ -725,19 +732,21 @@ ADDRESSES: tuple[Address, ...] = (
         _model_load,
     ),
     Address(
-        "/node/<name>/load",
+        "/node/<node>/load",
         Schema((Arg("model", "text"),), (Arg("preset", "text"),)),
         "swap another model (model[.method], file.ts:method) live into a rack's node, which "
         "keeps its name and place: it must take and give what the node does; probed, warmed "
         "up on the node's input and crossfaded as /model/load; reply /node/loaded name model "
         "probe_s load_s warm_s",
         _node_load,
+        rack=True,
     ),
     Address(
         "/midi/learn",
         Schema((Arg("address", "text"),), _MIDI_OPTIONS),
         "map the next MIDI control moved (CC, 14-bit CC, note, pitch bend) to a parameter",
         _midi_learn,
+        rack=True,
     ),
     Address(
         "/midi/map",
@@ -752,12 +761,14 @@ ADDRESSES: tuple[Address, ...] = (
         ),
         "map a MIDI control (kind cc, cc14, note or pitchbend; channel 1-16) to a parameter",
         _midi_map,
+        rack=True,
     ),
     Address(
         "/midi/unmap",
         Schema((), (Arg("address", "text"),)),
         "remove the MIDI mappings to an address (none given: all); reply how many",
         _midi_unmap,
+        rack=True,
     ),
     Address(
         "/midi/list",
@@ -766,24 +777,28 @@ ADDRESSES: tuple[Address, ...] = (
         "each mapping, then /midi/list count port learning",
         _midi_list,
         query=True,
+        rack=True,
     ),
     Address(
         "/midi/save",
         Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
         "save the MIDI mappings as a mappings file in the user's folder (1: replace one)",
         _midi_save,
+        rack=True,
     ),
     Address(
         "/midi/load",
         Schema((Arg("name", "text"),)),
         "load a mappings file saved with /midi/save",
         _midi_load,
+        rack=True,
     ),
     Address(
         "/midi/program",
         Schema((Arg("number", low=0, high=127),)),
         "load preset number N of /list presets (what a MIDI program change does)",
         _midi_program,
+        rack=True,
     ),
     Address(
         "/<node>/<address>",

@@ -76,7 +76,7 @@ NOTES = """
 | `/midi/unmapped count` | `/midi/unmap [address]` |
 | `/midi/saved name` | `/midi/save name` |
 | `/model/loaded name probe_s load_s warm_s` | `/model/load`: it plays (seconds; -1: no probe) |
-| `/node/loaded node model probe_s load_s warm_s` | `/node/<name>/load`: it plays in that node |
+| `/node/loaded node model probe_s load_s warm_s` | `/node/<node>/load`: it plays in that node |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |
 
 `/stats` keys: `blocks` (blocks computed), `latency` (samples from input to output before the
@@ -114,7 +114,7 @@ wait and apply to the new model. A model that cannot play (no such file, a corru
 crash, an error, the wrong shape, NaN, another rate or channel count) is answered with
 `/error /model/load <reason>` and the old model plays on.
 
-In a rack of several nodes, `/node/<name>/load model [preset]` does the same for one node
+In a rack of several nodes, `/node/<node>/load model [preset]` does the same for one node
 (`model`, `model.method` or `file.ts:method`): the node keeps its name, its place and its edges,
 the other nodes play on untouched, and the new model must take and give what the node did
 (channels, audio or latent rate); one of another latency realigns the rack's parallel branches

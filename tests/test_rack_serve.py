@@ -101,11 +101,16 @@ def test_oscquery_shows_the_racks_tree_of_nodes(replies):
     with Server(options, engine=rack) as server:
         time.sleep(0.1)  # the change above applies at the next block
         root = json.loads(urllib.request.urlopen(server.oscquery.url, timeout=5).read())
-        assert sorted(root["CONTENTS"]) == ["a", "b"]
         url = f"{server.oscquery.url}/b/bend/g/value"
         param = json.loads(urllib.request.urlopen(url, timeout=5).read())
-        assert param["FULL_PATH"] == "/b/bend/g/value" and param["VALUE"] == [0.5]
-        assert "/a/engine/gain" in server.oscquery.namespace.methods()
+        load = json.loads(urllib.request.urlopen(f"{server.oscquery.url}/node/b/load").read())
+        methods = server.oscquery.namespace.methods()
+    assert {"a", "b", "preset", "stats", "node", "list", "ping", "midi"} == set(root["CONTENTS"])
+    assert sorted(root["CONTENTS"]["node"]["CONTENTS"]) == ["a", "b"]
+    assert param["FULL_PATH"] == "/b/bend/g/value" and param["VALUE"] == [0.5]
+    assert load["FULL_PATH"] == "/node/b/load" and load["TYPE"] == "s"
+    assert "/a/engine/gain" in methods and "/preset/load" in methods
+    assert "/engine/gain" not in methods and "/bend/g/value" not in methods, "a node's, unnamed"
 
 
 def test_a_racks_preset_saves_every_node_and_loads_each_part(replies):

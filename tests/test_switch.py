@@ -1,5 +1,5 @@
 """Switching models live: a rack's node swapped with a crossfade at a block boundary, and
-``/model/load`` and ``/node/<name>/load`` on a server playing through a dummy JACK server, sent
+``/model/load`` and ``/node/<node>/load`` on a server playing through a dummy JACK server, sent
 with ``oscsend``: bad models answered with ``/error`` while the old model plays on, a good one
 crossfaded in without an xrun."""
 

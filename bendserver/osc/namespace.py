@@ -49,20 +49,19 @@ class Namespace:
         return tuple(s for node in nodes.values() for s in (node.state, node.applied_state))
 
     def methods(self) -> dict[str, Address]:
-        """Every address a client can send now, with the table entry that handles it."""
+        """Every address a client can send now, with the table entry that handles it (a rack
+        of several: its own addresses, then each node's under ``/<node>``)."""
         nodes = self._nodes()
-        if nodes:
-            return {
-                f"/{name}{path}": entry
-                for name, space in nodes.items()
-                for path, entry in space.methods().items()
-            }
+        state = None if nodes else self.controller.engine.applied_state  # what /get reads
         found: dict[str, Address] = {}
-        state = self.controller.engine.applied_state  # what plays: /get reads its values
         for entry in ADDRESSES:
+            if nodes and not entry.rack:
+                continue
             for path in self._expand(state, entry.parts, []):
                 if route(path).entry is entry:  # a more literal entry may take it
                     found.setdefault(path, entry)
+        for name, space in nodes.items():
+            found |= {f"/{name}{path}": entry for path, entry in space.methods().items()}
         return found
 
     def tree(self) -> Node:
@@ -70,27 +69,24 @@ class Namespace:
         engine = self.controller.engine
         nodes = self._nodes()
         if nodes:
-            return {
-                "FULL_PATH": "/",
-                "ACCESS": 0,
-                "DESCRIPTION": f"bendserver rack: {', '.join(nodes)} ({engine.sample_rate} Hz)",
-                "CONTENTS": {name: _under(f"/{name}", s.tree()) for name, s in nodes.items()},
-            }
-        root: Node = {
-            "FULL_PATH": "/",
-            "ACCESS": 0,
-            "DESCRIPTION": f"bendserver: {engine.model.name} ({engine.method}, "
-            f"{engine.sample_rate} Hz)",
-            "CONTENTS": {},
-        }
+            about = f"bendserver rack: {', '.join(nodes)} ({engine.sample_rate} Hz)"
+        else:
+            about = f"bendserver: {engine.model.name} ({engine.method}, {engine.sample_rate} Hz)"
+        root: Node = {"FULL_PATH": "/", "ACCESS": 0, "DESCRIPTION": about, "CONTENTS": {}}
         for path, entry in self.methods().items():
             node, parts = root, path.strip("/").split("/")
+            if parts[0] in nodes:
+                continue  # a node's subtree, below
             for depth, part in enumerate(parts):
                 full = "/" + "/".join(parts[: depth + 1])
                 node = node.setdefault("CONTENTS", {}).setdefault(
                     part, {"FULL_PATH": full, "ACCESS": 0}
                 )
             node.update(self._method(path, entry))
+        for name, space in nodes.items():
+            root["CONTENTS"][name] = _under(f"/{name}", space.tree())
+        if nodes:
+            return root
         for op in engine.applied_state.ops:
             container = root["CONTENTS"]["bend"]["CONTENTS"].get(op.op_id)
             with contextlib.suppress(BendingError, TypeError):  # added or removed meanwhile
@@ -118,7 +114,9 @@ class Namespace:
 
     # -- expansion and nodes -----------------------------------------------------------------
 
-    def _expand(self, state: BendingState, parts: list[str], done: list[str]) -> Iterator[str]:
+    def _expand(
+        self, state: BendingState | None, parts: list[str], done: list[str]
+    ) -> Iterator[str]:
         if not parts:
             yield "/" + "/".join(done)
             return
@@ -126,8 +124,13 @@ class Namespace:
         for value in self._fill(state, word, done) if word.startswith("<") else [word]:
             yield from self._expand(state, rest, [*done, value])
 
-    def _fill(self, state: BendingState, word: str, done: list[str]) -> list[str]:
-        """The names a ``<placeholder>`` takes in ``state`` after the parts ``done``."""
+    def _fill(self, state: BendingState | None, word: str, done: list[str]) -> list[str]:
+        """The names a ``<placeholder>`` takes in ``state`` after the parts ``done`` (a rack
+        of several: no state, its nodes' names)."""
+        if word == "<node>" and done == ["node"]:
+            return list(getattr(self.controller.engine, "order", []))
+        if state is None:
+            return []
         if word == "<id>":
             return state.op_ids
         if word == "<param>":

@@ -1,0 +1,107 @@
+"""``bendserver export`` of a rack: one nn~ file that loads with torch alone, plays like the live
+rack block by block (edges, gains, aligned branches), and whose attributes reach each node."""
+
+import numpy as np
+import pytest
+import torch
+from test_channels import _delay_model
+from test_export import run_without_bendserver, signal
+
+import bendserver as tb
+from bendserver.cli import main
+from bendserver.loader import load_model
+from bendserver.rack_export import export_rack
+from bendserver.rackspec import EdgeSpec, NodeSpec, RackSpec
+
+BLOCK = 256
+#: At block 3, the drive node's mask and noise, set in the file and on the live node.
+CHANGES = {3: [("drive_mask", "prob", 0.2), ("drive_noise", "std", 0.5)]}
+
+
+def rack_outputs(rack, blocks, changes):
+    """The live rack, block by block; a change ``(<node>_<op>, param, value)`` goes to that
+    node's op."""
+    outputs = []
+    for index, block in enumerate(blocks):
+        for attribute, name, value in changes.get(index, []):
+            node, op_id = attribute.split("_", 1)
+            rack.nodes[node].set_param(op_id, name, value)
+        outputs.append(rack.process(block))
+    return outputs
+
+
+def file_outputs(path, blocks):
+    module = torch.jit.load(str(path))
+    with torch.no_grad():
+        return [module(torch.from_numpy(block)[None])[0].numpy() for block in blocks]
+
+
+def assert_close(got, want):
+    for index, (a, b) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"block {index}")
+
+
+def test_a_chain_exported_plays_like_the_live_rack_in_a_process_without_bendserver(tmp_path):
+    spec = RackSpec.chain(["drive", "wavae"])
+    path = tmp_path / "chain.ts"
+    attributes = export_rack(spec, path, block=BLOCK)
+    assert attributes == ["drive_mask_prob", "drive_lfo_depth", "drive_lfo_freq",
+                          "drive_noise_std", "wavae_latent_std", "wavae_mask_prob"]  # fmt: skip
+    blocks = signal(1, BLOCK, 8)
+    report, got = run_without_bendserver(path, blocks, CHANGES, tmp_path)
+    assert report["methods"] == ["forward"] and report["params"] == [1, 1, 1, 1]
+    assert report["attributes"] == attributes and report["sr"] == 48000
+    assert report["got"] == pytest.approx([0.2, 0.5])
+    # the live rack without its output fuse: the file holds the models, not the host's fuse
+    assert_close(got, rack_outputs(spec.build(block=BLOCK, fuse=False), blocks, CHANGES))
+    unchanged = file_outputs(path, blocks)
+    assert_close(got[:3], unchanged[:3])
+    for index in range(3, 8):  # the drive node's attributes changed what the chain plays
+        assert np.abs(got[index] - unchanged[index]).max() > 1e-3
+
+
+def test_the_shipped_rack_exported_from_the_command_plays_like_its_live_rack(tmp_path, capsys):
+    path = tmp_path / "rack.ts"
+    assert main(["export", "--rack", "wavae_drive", "--block", str(BLOCK), "-o", str(path)]) == 0
+    assert "drive_mask_prob" in capsys.readouterr().out
+    blocks = signal(1, BLOCK, 6, seed=1)
+    rack = RackSpec.find("wavae_drive").build(block=BLOCK, fuse=False)
+    assert_close(file_outputs(path, blocks), rack_outputs(rack, blocks, {}))
+
+
+def test_branches_of_different_latency_are_aligned_in_the_file_as_in_the_live_rack(tmp_path):
+    """A branch 100 samples late (more than a block) beside drive: the file delays drive's
+    branch by a line of its own, as the live rack does; bendserver measures the file's latency
+    at load as the rack's."""
+    late = _delay_model(tmp_path / "late")
+    nodes = (NodeSpec("late", str(late)), NodeSpec("dry", "drive", preset="none"))
+    edges = (EdgeSpec("in", "late"), EdgeSpec("in", "dry"),
+             EdgeSpec("late", "out", 0.25), EdgeSpec("dry", "out", 0.5))  # fmt: skip
+    spec = RackSpec(nodes, edges)
+    path = tmp_path / "aligned.ts"
+    export_rack(spec, path, block=64)
+    rack = spec.build(block=64, fuse=False)
+    assert rack.latency == 100
+    impulse = np.zeros((1, 64), np.float32)
+    impulse[0, 10] = 1.0
+    blocks = [impulse, *signal(1, 64, 5), impulse]
+    assert_close(file_outputs(path, blocks), rack_outputs(rack, blocks, {}))
+    loaded = load_model(path)
+    assert (loaded.latency, loaded.latency_source) == (100, "measured at load")
+
+
+def test_a_failing_export_refuses_clearly_and_keeps_the_file_there(tmp_path, capsys):
+    path = tmp_path / "chain.ts"
+    path.write_bytes(b"the previous export")
+    assert main(["export", "--rack", "no_such_rack", "--force", "-o", str(path)]) == 2
+    assert "no rack file no_such_rack" in capsys.readouterr().err
+    command = ["export", "-m", "drive", "-m", "no_such_model", "--force", "-o", str(path)]
+    assert main(command) == 2
+    assert "no_such_model" in capsys.readouterr().err
+    with pytest.raises(tb.BendingError, match="wavae.*multiples of 32"):
+        export_rack(RackSpec.chain(["drive", "wavae"]), path, block=100)
+    twins = RackSpec((NodeSpec("d-1", "drive"), NodeSpec("d_1", "drive")))  # refused late
+    with pytest.raises(tb.BendingError, match=r"attributes \['d_1_lfo_depth'.* given twice"):
+        export_rack(twins, path, block=BLOCK)
+    assert path.read_bytes() == b"the previous export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.ts"]  # nothing left beside

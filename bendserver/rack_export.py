@@ -13,7 +13,7 @@ file's ``<node>_<a>``. Nothing of bendserver is needed to load it.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -24,6 +24,7 @@ from .engine.rack import IN, OUT, Rack
 from .errors import BendingError
 from .export import FLOAT_ATTRIBUTE, export_model
 from .files import writing
+from .presets import Preset
 from .rackspec import RackSpec, wire
 
 
@@ -33,12 +34,21 @@ def export_rack(
     block: int | None = None,
     search: Iterable[str | Path] = (),
     preset: str | None = None,
+    presets: Mapping[str, str | Path | Preset] | None = None,
 ) -> list[str]:
     """Write the rack ``spec`` (each node with its preset; ``preset``: the first node's where
-    its spec gives none, as ``-p``) to ``output`` as one nn~ file playing blocks of ``block``
-    samples (default: the first model's) through ``forward``. Returns the file's attributes."""
+    its spec gives none, as ``-p``; ``presets``: a preset for some nodes by name, a named edge
+    included) to ``output`` as one nn~ file playing blocks of ``block`` samples (default: the
+    first model's) through ``forward``. Returns the file's attributes."""
     search = tuple(search)
     rack = spec.build(block, optimize="none", fuse=False, search=search, preset=preset)
+    for name, given in (presets or {}).items():
+        if name not in rack.nodes:
+            raise BendingError(
+                f"no node '{name}' to give a preset: the rack's are {list(rack.nodes)}"
+            )
+        rack.nodes[name].load_preset(given)
+        rack.nodes[name].apply_due()
     if rack.streams != 1:
         raise BendingError("a rack is exported for one stream (nn~ plays one)")
     sources = _sources(spec, rack)

@@ -10,6 +10,7 @@ from test_export import run_without_bendserver, signal
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.loader import load_model
+from bendserver.presets import Preset
 from bendserver.rack_export import export_rack
 from bendserver.rackspec import EdgeSpec, NodeSpec, RackSpec
 
@@ -88,6 +89,23 @@ def test_branches_of_different_latency_are_aligned_in_the_file_as_in_the_live_ra
     assert_close(file_outputs(path, blocks), rack_outputs(rack, blocks, {}))
     loaded = load_model(path)
     assert (loaded.latency, loaded.latency_source) == (100, "measured at load")
+
+
+def test_a_named_edge_is_exported_with_the_ops_on_its_latent(tmp_path):
+    nodes = (NodeSpec("enc", "wavae", "encode"), NodeSpec("dec", "wavae", "decode"))
+    edges = (EdgeSpec("in", "enc"), EdgeSpec("enc", "dec", name="z"), EdgeSpec("dec", "out"))
+    spec = RackSpec(nodes, edges)
+    scale = tb.Scale(0.5)
+    config = tb.BendingConfig((scale, "latent"), names={"half": scale})
+    half = Preset(name="half", config=config.to_dict())
+    path = tmp_path / "latent.ts"
+    assert export_rack(spec, path, block=BLOCK, presets={"z": half}) == ["z_half_value"]
+    rack = spec.build(block=BLOCK, fuse=False)
+    rack.nodes["z"].add_op("half", tb.Scale(0.5), "latent")
+    blocks = signal(1, BLOCK, 4, seed=2)
+    assert_close(file_outputs(path, blocks), rack_outputs(rack, blocks, {}))
+    with pytest.raises(tb.BendingError, match=r"no node 'y' to give a preset: .*'z'"):
+        export_rack(spec, path, block=BLOCK, presets={"y": half})
 
 
 def test_a_failing_export_refuses_clearly_and_keeps_the_file_there(tmp_path, capsys):

@@ -6,6 +6,7 @@ import pytest
 import torch
 from test_channels import _delay_model
 from test_export import run_without_bendserver, signal
+from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
@@ -14,7 +15,7 @@ from bendserver.presets import Preset
 from bendserver.rack_export import export_rack
 from bendserver.rackspec import EdgeSpec, NodeSpec, RackSpec
 
-BLOCK = 256
+BLOCK = 64
 #: At block 3, the drive node's mask and noise, set in the file and on the live node.
 CHANGES = {3: [("drive_mask", "prob", 0.2), ("drive_noise", "std", 0.5)]}
 
@@ -73,15 +74,19 @@ def test_the_shipped_rack_exported_from_the_command_plays_like_its_live_rack(tmp
 def test_branches_of_different_latency_are_aligned_in_the_file_as_in_the_live_rack(tmp_path):
     """A branch 100 samples late (more than a block) beside drive: the file delays drive's
     branch by a line of its own, as the live rack does; bendserver measures the file's latency
-    at load as the rack's."""
+    at load as the rack's. Drive's preset gain and dry/wet mix are played after it."""
     late = _delay_model(tmp_path / "late")
     nodes = (NodeSpec("late", str(late)), NodeSpec("dry", "drive", preset="none"))
     edges = (EdgeSpec("in", "late"), EdgeSpec("in", "dry"),
              EdgeSpec("late", "out", 0.25), EdgeSpec("dry", "out", 0.5))  # fmt: skip
     spec = RackSpec(nodes, edges)
     path = tmp_path / "aligned.ts"
-    export_rack(spec, path, block=64)
+    soft = Preset(name="soft", gain=0.5, mix=0.25)
+    export_rack(spec, path, block=64, presets={"dry": soft})
     rack = spec.build(block=64, fuse=False)
+    rack.nodes["dry"].load_preset(soft)
+    rack.process(np.zeros((1, 64), np.float32))  # the live node ramps to a new gain and mix
+    rack.reset_state()  # over its first block; the file starts there
     assert rack.latency == 100
     impulse = np.zeros((1, 64), np.float32)
     impulse[0, 10] = 1.0
@@ -106,6 +111,21 @@ def test_a_named_edge_is_exported_with_the_ops_on_its_latent(tmp_path):
     assert_close(file_outputs(path, blocks), rack_outputs(rack, blocks, {}))
     with pytest.raises(tb.BendingError, match=r"no node 'y' to give a preset: .*'z'"):
         export_rack(spec, path, block=BLOCK, presets={"y": half})
+
+
+def test_a_file_whose_method_does_not_convert_is_held_as_it_is(tmp_path):
+    """A .ts node that plays as a direct scripted call (a forked task), then a converted one."""
+    forked = nn_tilde_file(tmp_path, seed=1, name="forked.ts", fork=True)
+    plain = nn_tilde_file(tmp_path, seed=2, name="plain.ts")
+    spec = RackSpec.chain([str(forked), str(plain)])
+    path = tmp_path / "voices.ts"
+    export_rack(spec, path, block=BLOCK)
+    module = torch.jit.load(str(path))
+    assert module.sr == 44100 and "fork" in module.node_0.model.code  # held as it was
+    blocks = signal(1, BLOCK, 4, seed=3)
+    assert_close(
+        file_outputs(path, blocks), rack_outputs(spec.build(BLOCK, fuse=False), blocks, {})
+    )
 
 
 def test_a_failing_export_refuses_clearly_and_keeps_the_file_there(tmp_path, capsys):

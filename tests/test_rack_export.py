@@ -1,6 +1,9 @@
 """``bendserver export`` of a rack: one nn~ file that loads with torch alone, plays like the live
 rack block by block (edges, gains, aligned branches), and whose attributes reach each node."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -126,6 +129,28 @@ def test_a_file_whose_method_does_not_convert_is_held_as_it_is(tmp_path):
     assert_close(
         file_outputs(path, blocks), rack_outputs(spec.build(BLOCK, fuse=False), blocks, {})
     )
+
+
+RAVE = Path(os.environ.get("BENDSERVER_RAVE_DIR", "/nonexistent")) / "rave_causal_streaming.ts"
+
+
+@pytest.mark.skipif(
+    not RAVE.is_file(), reason="BENDSERVER_RAVE_DIR holds no rave_causal_streaming.ts"
+)
+def test_a_rave_encode_into_its_decode_exported_plays_like_the_live_rack(tmp_path):
+    """RAVE's decoder draws noise from torch's generator: each block under the same seed."""
+    spec = RackSpec.chain([f"{RAVE}:encode", f"{RAVE}:decode"])
+    path = tmp_path / "rave.ts"
+    export_rack(spec, path, block=2048)
+    rack = spec.build(block=2048, fuse=False)
+    module = torch.jit.load(str(path))
+    for index, block in enumerate(signal(1, 2048, 3)):
+        torch.manual_seed(index)
+        want = rack.process(block)
+        torch.manual_seed(index)
+        with torch.no_grad():
+            got = module(torch.from_numpy(block)[None])[0].numpy()
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0, err_msg=f"block {index}")
 
 
 def test_a_failing_export_refuses_clearly_and_keeps_the_file_there(tmp_path, capsys):

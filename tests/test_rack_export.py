@@ -13,7 +13,6 @@ from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
-from bendserver.loader import load_model
 from bendserver.presets import Preset
 from bendserver.rack_export import export_rack
 from bendserver.rackspec import EdgeSpec, NodeSpec, RackSpec
@@ -77,7 +76,7 @@ def test_the_shipped_rack_exported_from_the_command_plays_like_its_live_rack(tmp
 def test_branches_of_different_latency_are_aligned_in_the_file_as_in_the_live_rack(tmp_path):
     """A branch 100 samples late (more than a block) beside drive: the file delays drive's
     branch by a line of its own, as the live rack does; bendserver measures the file's latency
-    at load as the rack's. Drive's preset gain and dry/wet mix are played after it."""
+    at load as the rack's, and plays it. Drive's preset gain and dry/wet mix are played after it."""
     late = _delay_model(tmp_path / "late")
     nodes = (NodeSpec("late", str(late)), NodeSpec("dry", "drive", preset="none"))
     edges = (EdgeSpec("in", "late"), EdgeSpec("in", "dry"),
@@ -94,9 +93,15 @@ def test_branches_of_different_latency_are_aligned_in_the_file_as_in_the_live_ra
     impulse = np.zeros((1, 64), np.float32)
     impulse[0, 10] = 1.0
     blocks = [impulse, *signal(1, 64, 5), impulse]
-    assert_close(file_outputs(path, blocks), rack_outputs(rack, blocks, {}))
-    loaded = load_model(path)
-    assert (loaded.latency, loaded.latency_source) == (100, "measured at load")
+    got = file_outputs(path, blocks)
+    assert_close(got, rack_outputs(rack, blocks, {}))
+    engine = tb.StreamEngine(path, fuse=False)  # bendserver plays the file as a model too
+    assert (engine.block, engine.model.latency, engine.model.latency_source) == (
+        64,
+        100,
+        "measured at load",
+    )
+    assert_close([engine.process(block) for block in blocks], got)
 
 
 def test_a_named_edge_is_exported_with_the_ops_on_its_latent(tmp_path):

@@ -24,6 +24,7 @@ from .engine.rack import IN, OUT, Rack
 from .errors import BendingError
 from .export import FLOAT_ATTRIBUTE, export_model
 from .files import writing
+from .loader import LoadedModel
 from .presets import Preset
 from .rackspec import RackSpec, wire
 
@@ -49,8 +50,6 @@ def export_rack(
             )
         rack.nodes[name].load_preset(given)
         rack.nodes[name].apply_due()
-    if rack.streams != 1:
-        raise BendingError("a rack is exported for one stream (nn~ plays one)")
     sources = _sources(spec, rack)
     nodes: dict[str, nn.Module] = {}
     attributes: dict[str, list[str]] = {}
@@ -75,10 +74,10 @@ def export_rack(
     return list(root.get_attributes())
 
 
-def _sources(spec: RackSpec, rack: Rack) -> dict[str, object]:
+def _sources(spec: RackSpec, rack: Rack) -> dict[str, str | LoadedModel]:
     """What each node of the built ``rack`` is exported from: its model as the spec names it,
     or, for a named edge, a fresh passing model like the one the rack plays."""
-    sources: dict[str, object] = {node.name: node.model for node in spec.nodes}
+    sources: dict[str, str | LoadedModel] = {node.name: node.model for node in spec.nodes}
     for edge in spec.edges:
         if edge.name is not None:
             sources[edge.name] = wire(rack.nodes[edge.source], edge.name)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,15 @@ def export_model(
     block: int | None = None,
     search: Iterable[str | Path] = (),
     latency: int | None = None,
+    methods: Sequence[str] | None = None,
 ) -> list[str]:
     """Write ``model`` bended by ``preset`` (ops, version or interpolation; not the host's gain,
     mix nor fuse) to ``output`` as an nn~ file, for blocks of ``block`` samples (default: the
-    model's) where it is a Python model (``latency``: given, not measured at load). Returns the
-    file's attributes."""
+    model's) where it is a Python model (``latency``: given, not measured at load), with its
+    ``methods`` (default: all; each is traced). Returns the file's attributes."""
     loaded = load_model(model, search=search, latency=latency)
+    if methods is not None:
+        loaded = replace(loaded, methods={name: loaded.method(name) for name in methods})
     block = int(loaded.block if block is None else block)
     bended = loaded.bended
     _check_block(loaded, block)

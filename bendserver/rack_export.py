@@ -100,19 +100,13 @@ def _file_attributes(rack: Rack, attributes: dict[str, list[str]]) -> list[str]:
     return names
 
 
-def _inputs(rack: Rack, target: str) -> list:
-    """What ``target`` (a node or ``out``) sums, edge by edge (``source``, ``gain``, ``delay``):
-    the live rack's own alignment, read rather than worked out a second time."""
-    return rack._inputs[target]
-
-
 def _delays(rack: Rack) -> dict[tuple[str, int], int]:
     """Frames each delayed edge is delayed by, keyed by (target, the edge's place among the
     target's inputs)."""
     return {
         (target, place): edge.delay.frames
         for target in [*rack.order, OUT]
-        for place, edge in enumerate(_inputs(rack, target))
+        for place, edge in enumerate(rack.inputs(target))
         if edge.delay is not None
     }
 
@@ -128,7 +122,7 @@ class _Root(nn.Module):
         for index, name in enumerate(rack.order):
             self.add_module(f"node_{index}", nodes[name])
         for index, ((target, place), frames) in enumerate(_delays(rack).items()):
-            channels = _channels(rack, _inputs(rack, target)[place].source)
+            channels = _channels(rack, rack.inputs(target)[place].source)
             block = rack.block // _ratio(rack, target)
             self.register_buffer(f"delay_{index}", torch.zeros(1, channels, frames + block))
         self.sr = int(rack.sample_rate)
@@ -171,7 +165,7 @@ def _source(rack: Rack, attributes: dict[str, list[str]]) -> str:
     delays = {key: i for i, key in enumerate(_delays(rack))}
     for target in [*rack.order, OUT]:
         terms = []
-        for place, edge in enumerate(_inputs(rack, target)):
+        for place, edge in enumerate(rack.inputs(target)):
             term = values[edge.source]
             if (target, place) in delays:
                 term = f"self._delayed(self.delay_{delays[target, place]}, {term})"

@@ -73,7 +73,7 @@ class Delay:
 
 
 @dataclass
-class _Input:
+class Input:
     """One edge as its target reads it: from which output, delayed, scaled."""
 
     source: str
@@ -131,7 +131,7 @@ class Rack:
         _check_edges(nodes, edges)
         first = next(iter(nodes.values()))
         arrival: dict[str, int] = {IN: 0}
-        inputs: dict[str, list[_Input]] = {}
+        inputs: dict[str, list[Input]] = {}
         for target in [*order, OUT]:
             into = _into(edges, target)
             latest = max(arrival[edge.source] for edge in into)
@@ -149,7 +149,7 @@ class Rack:
                     if lag
                     else None
                 )
-                inputs[target].append(_Input(edge.source, float(edge.gain), delay))
+                inputs[target].append(Input(edge.source, float(edge.gain), delay))
             if target != OUT:
                 arrival[target] = latest + nodes[target].latency
         latency = max(arrival[edge.source] for edge in _into(edges, OUT))
@@ -164,6 +164,11 @@ class Rack:
         self._inputs, self.recent = layout.inputs, layout.recent
         #: Samples from a sample in to its effect out: the sum along the longest path.
         self.latency = layout.latency
+
+    def inputs(self, target: str) -> list[Input]:
+        """What ``target`` (a node or ``out``) sums, edge by edge: its source, gain and delay
+        line (None: not delayed), the branches aligned."""
+        return list(self._inputs[target])
 
     def __getattr__(self, name: str) -> Any:
         """A node's method or attribute asked of a rack of several (``/bend/...`` sent to the

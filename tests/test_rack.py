@@ -175,3 +175,46 @@ def test_oscsend_reaches_a_served_node_by_its_name(tmp_path, replies):
         assert replies.wait_for("/get/bend/g/value") == [0.25]
         oscsend(server.osc.port, "/nope/bend/g/value", "f", 0.5)
         assert "unknown address '/nope/bend/g/value'" in replies.wait_for("/error")[-1]
+
+
+RAVE_DIR = Path(__import__("os").environ.get("BENDSERVER_RAVE_DIR", "/nonexistent"))
+
+
+def _transfer(encoder: Path, decoder: Path) -> RackSpec:
+    """``encoder``'s encode into ``decoder``'s decode through a bendable edge ``z``."""
+    enc, dec = RackSpec.chain([f"{encoder}:encode", f"{decoder}:decode"]).nodes
+    edges = (EdgeSpec("in", enc.name), EdgeSpec(enc.name, dec.name, name="z"))
+    return RackSpec((enc, dec), (*edges, EdgeSpec(dec.name, "out")))
+
+
+@pytest.mark.skipif(
+    not (RAVE_DIR / "rave_causal_streaming.ts").is_file(),
+    reason="BENDSERVER_RAVE_DIR holds no RAVE exports",
+)
+def test_timbre_transfer_between_two_rave_exports_equals_their_scripted_calls(tmp_path):
+    """One RAVE export's encode into another's decode of the same latent size (the v2 export
+    with its weights scaled, saved as a file of its own), the latent bent on the edge, equals
+    calling the two scripted files by hand, block by block under one seed (RAVE's decoder draws
+    noise); latents of other sizes (the v2's 128 into the causal's 64) are refused."""
+    first, causal = RAVE_DIR / "rave_v2_streaming.ts", RAVE_DIR / "rave_causal_streaming.ts"
+    with pytest.raises(tb.BendingError, match="gives 128 channel.* takes 64 channel"):
+        _transfer(first, causal).build(block=2048)
+    second = tmp_path / "other_voice.ts"
+    other = torch.jit.load(str(first))
+    with torch.no_grad():
+        for parameter in other.parameters():
+            parameter.mul_(0.9)
+    other.save(str(second))
+    rack = _transfer(first, second).build(block=2048, fuse=False)
+    rack.nodes["z"].add_op("half", tb.Scale(0.5), "latent")
+    encode, decode = torch.jit.load(str(first)), torch.jit.load(str(second))
+    rng = np.random.default_rng(0)
+    with torch.no_grad():
+        for _ in range(3):
+            block = (0.3 * rng.standard_normal((1, 2048))).astype(np.float32)
+            torch.manual_seed(1)
+            played = rack.process(block)
+            torch.manual_seed(1)
+            manual = decode.decode(encode.encode(torch.from_numpy(block)[None]) * 0.5)[0]
+            assert np.abs(played - manual.numpy()).max() <= 1e-4
+            assert np.abs(manual.numpy()).max() > 1e-3, "the decoder played something"

@@ -332,17 +332,12 @@ def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
     _check_mappings(preset.midi, f"preset '{preset.name}'")
     nodes = getattr(ctl.engine, "nodes", {})
     if preset.nodes:  # a rack's: each node its part (nodes it does not name keep theirs)
-        unknown = sorted(set(preset.nodes) - set(nodes))
-        if unknown:
+        if not nodes:
             raise BendingError(
-                f"preset '{preset.name}' sets nodes {unknown} this rack does not play (its "
-                f"nodes: {', '.join(nodes)}): load it into a rack of those nodes"
+                f"preset '{preset.name}' is a rack's: load it into the rack (/preset/load "
+                f"{preset.name}, without a node's name)"
             )
-        for name, part in preset.nodes.items():  # every part checked before any applies
-            nodes[name].check_preset(part)
-        with ctl.engine.holding_changes():  # and all applied at one block boundary
-            for name, part in preset.nodes.items():
-                nodes[name].load_preset(part, at=at)
+        ctl.engine.load_parts(preset, at=at)
     elif len(nodes) > 1:
         raise BendingError(
             f"preset '{preset.name}' is one model's and this rack plays {', '.join(nodes)}: "

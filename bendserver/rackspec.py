@@ -26,7 +26,7 @@ from .loader import LoadedModel, MethodSpec, load_model
 from .midimap import Mapping
 from .module import BendedModule
 from .paths import SHIPPED_RACKS
-from .presets import load_preset, preset_for
+from .presets import Preset, load_preset, preset_for
 from .tracing.flow import latent
 
 #: A node's name: what its OSC addresses start with.
@@ -165,19 +165,25 @@ class RackSpec:
         preset: str | None = None,
     ) -> Rack:
         """Load every node (each its own copy of its model) and join them into a rack playing
-        ``block`` (None: the first model's). ``preset`` is the first node's where its spec
-        gives none (what ``-p`` sets); a node's default is its model's own preset (none for a
+        ``block`` (None: the first model's). ``preset`` (what ``-p`` sets) is a rack's preset
+        (``/preset/save`` of a rack: each node it names gets its part), else the first node's
+        where its spec gives none; a node's default is its model's own preset (none for a
         method other than ``forward``)."""
         self.check()
         search = tuple(search)
+        whole = _rack_preset(preset)
         nodes: dict[str, Node] = {}
         for index, spec in enumerate(self.nodes):
-            if index == 0 and spec.preset is None:
+            if index == 0 and spec.preset is None and whole is None:
                 spec = replace(spec, preset=preset)
             nodes[spec.name], _ = spec.load(block, device, optimize, streams, search)
             block = nodes[spec.name].block
         edges = self._edges(nodes, block, device, optimize, streams)
-        return Rack(nodes, edges, fuse)
+        rack = Rack(nodes, edges, fuse)
+        if whole is not None:
+            rack.load_parts(whole)
+            rack.apply_due()
+        return rack
 
     def _edges(
         self,
@@ -209,6 +215,14 @@ class RackSpec:
             )
             edges += [Edge(edge.source, edge.name), Edge(edge.name, edge.target, edge.gain)]
         return edges
+
+
+def _rack_preset(name: str | None) -> Preset | None:
+    """The rack's preset ``name`` names (None: none, or one model's preset)."""
+    if name is None or name == "none":
+        return None
+    preset = load_preset(name)
+    return preset if preset.nodes else None
 
 
 class Wire(torch.nn.Module):

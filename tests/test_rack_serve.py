@@ -223,3 +223,20 @@ def ahead(seconds: float, address: str, *args: object) -> bytes:
     bundle = OscBundleBuilder(time.time() + seconds)
     bundle.add_content(build_msg(address, list(args)))
     return bundle.build().dgram
+
+
+def test_a_racks_preset_given_to_a_command_gives_each_node_its_part(tmp_path, monkeypatch):
+    """``-p`` with a rack's preset (render, serve, export: RackSpec.build) loads each node's
+    part; a node's own address refuses it; one naming a node the rack lacks is refused."""
+    rack = RackSpec.chain(["drive", "drive"]).build(block=256, preset="none")
+    controller = Controller(rack)
+    controller.dispatch("/drive_2/engine/gain", [0.5])
+    rack.process(np.zeros((1, 256), np.float32))
+    controller.dispatch("/preset/save", ["two_drives"])
+    with pytest.raises(BendingError, match="is a rack's: load it into the rack"):
+        controller.dispatch("/drive/preset/load", ["two_drives"])
+    built = RackSpec.chain(["drive", "drive"]).build(block=256, preset="two_drives")
+    assert built.nodes["drive_2"].state.gain == 0.5 and built.nodes["drive"].state.gain == 1.0
+    assert built.nodes["drive"].state.ops == rack.nodes["drive"].state.ops == ()
+    with pytest.raises(BendingError, match=r"sets nodes \['drive_2'\] this rack does not play"):
+        RackSpec.chain(["drive", "wavae"]).build(block=256, preset="two_drives")

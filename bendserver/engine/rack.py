@@ -25,6 +25,7 @@ import torch
 from ..audiofile import fit_length, resample_audio
 from ..errors import BendingError
 from ..loader import MethodSpec
+from ..presets import Preset
 from .fuse import OutputFuse
 from .node import Node, _checked_streams
 from .stats import EngineStats
@@ -453,6 +454,22 @@ class Rack:
         finally:
             for node in nodes:
                 node.held = False
+
+    def load_parts(self, preset: Preset, at: int | None = None) -> None:
+        """Give each node a rack's ``preset`` names its part (``/preset/save`` of a rack): every
+        part checked before any loads (a part that does not fit changes no node), all applied
+        at one block boundary; the nodes it does not name keep what they play."""
+        unknown = sorted(set(preset.nodes) - set(self.nodes))
+        if unknown:
+            raise BendingError(
+                f"preset '{preset.name}' sets nodes {unknown} this rack does not play (its "
+                f"nodes: {', '.join(self.nodes)}): load it into a rack of those nodes"
+            )
+        for name, part in preset.nodes.items():
+            self.nodes[name].check_preset(part)
+        with self.holding_changes():
+            for name, part in preset.nodes.items():
+                self.nodes[name].load_preset(part, at=at)
 
     def take_retired(self) -> list[Node]:
         """The nodes replaced so far (control side: dropping them frees them)."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.fx
 from torch import nn
@@ -144,3 +148,21 @@ def nn_function(name: str) -> object | None:
     """torch's C function of an ``aten`` operator that only ``torch._C._nn`` holds
     (``leaky_relu``, ``softplus``: ``torch.nn.functional`` wraps them in Python), or None."""
     return getattr(torch._C._nn, name, None)
+
+
+# -- fx code generation (bendserver.codegen) -------------------------------------------------------
+
+
+def route_fx_compile(compiler: Callable[[str, str], types.CodeType]) -> None:
+    """Have fx compile the code it generates for a graph module (``recompile``) with
+    ``compiler(source, filename)`` instead of ``compile``; fx's own steps around it (the source
+    kept for tracebacks, the code run in the module's globals) stay. fx has no public hook."""
+    import torch.fx.graph_module as graph_module
+
+    def exec_with_source(
+        src: str, globals: dict[str, Any], co_fields: dict[str, Any] | None = None
+    ) -> None:
+        key = graph_module._loader.cache(src, globals, co_fields)
+        exec(compiler(src, key), globals)
+
+    graph_module._exec_with_source = exec_with_source

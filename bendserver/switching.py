@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .codegen import compile_aside
 from .engine import StreamEngine
 from .engine.switch import EngineSlot
 from .errors import BendingError
@@ -72,6 +73,7 @@ class ModelSwitcher:
         self.trust = trust
         self.followers = list(followers)
         self.switches = 0  #: models swapped in
+        compile_aside()  # a load's generated code compiled off the interpreter the audio needs
 
     def load(self, source: str, preset: str | None = None) -> Loaded:
         """Probe, load, check and warm up ``source`` (with ``preset``), swap it in and wait for

@@ -11,7 +11,10 @@ thread's builtin C calls are timed with ``sys.setprofile``; each late wake is na
 of the loading thread that covered it (or, for work no call event shows, such as a collection or
 an operator on tensors, the line the loading thread was at when the sampler got the interpreter).
 
-Prints the sampler's lateness before and during the load (p50, p99, max, counts over 1 and 2 ms),
+A call counts as a hold when the sampler got in at most twice (the profile function's own lines
+at its ends); on a busy machine a sampler that found no free core looks the same, so a Python
+stretch can show up too: the C calls that hold by nature (``compile``, ``torch.jit.load``) are the
+ones to read. Prints the sampler's lateness before and during the load (p50, p99, max, counts over 1 and 2 ms),
 the player's late blocks, the load's steps, and the ``--top`` longest holds with what held them.
 
 Usage: ``python scripts/gil_holds.py [--from drive] [--to wavae] [--block 256] [--trust-model]``
@@ -73,6 +76,7 @@ class Player(threading.Thread):
         self.slot, self.gate = slot, gate
         self.period = slot.block / slot.sample_rate
         self.late: list[tuple[float, float]] = []  # (deadline, finished)
+        self.compute: list[float] = []  # each block's compute, seconds
         self.running = True
 
     def run(self) -> None:
@@ -82,9 +86,11 @@ class Player(threading.Thread):
         k = 0
         while self.running:
             k += 1
+            began = clock()
             with self.gate:
                 self.slot.process(silence)
             finished = clock()
+            self.compute.append(finished - began)
             self.late.append((start + k * self.period, finished))
             wait = start + k * self.period - clock()
             if wait > 0:
@@ -153,17 +159,22 @@ def summary(ms: np.ndarray) -> str:
     )
 
 
+def blocks(seconds: list[float]) -> str:
+    ms = 1000 * np.array(seconds or [0.0])
+    return f"p50 {np.median(ms):.2f} max {ms.max():.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="old", default="drive")
     parser.add_argument("--to", dest="new", default="wavae")
-    parser.add_argument("--block", type=int)
+    parser.add_argument("--block", type=int, default=256, help="0: the model's own")
     parser.add_argument("--trust-model", action="store_true", help="skip the probe")
     parser.add_argument("--every", type=float, default=0.5, help="the sampler's sleep, ms")
     parser.add_argument("--top", type=int, default=12, help="holds listed")
     parser.add_argument("--before", type=float, default=1.0, help="seconds sampled before")
     args = parser.parse_args(argv)
-    options = ServeOptions(model=args.old, preset="none", block=args.block, trust_model=True)
+    options = ServeOptions(model=args.old, preset="none", block=args.block or None, trust_model=True)
     engine, _ = _engine(options)
     slot = EngineSlot(engine, options.xfade_ms)
     gate = ComputeGate()
@@ -223,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         f"player: {len(late_blocks)} of {len(player.late) - blocks_before} blocks finished past "
         f"their period during the load"
         + (f" (max {max(late_blocks):.2f} ms past)" if late_blocks else "")
+        + f"; compute ms before: {blocks(player.compute[:blocks_before])}, during: "
+        f"{blocks(player.compute[blocks_before:])}"
     )
     woke = np.array([w[1] for w in during])
     holds = []

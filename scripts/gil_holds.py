@@ -14,8 +14,9 @@ an operator on tensors, the line the loading thread was at when the sampler got 
 A call counts as a hold when the sampler got in at most twice (the profile function's own lines
 at its ends); on a busy machine a sampler that found no free core looks the same, so a Python
 stretch can show up too: the C calls that hold by nature (``compile``, ``torch.jit.load``) are the
-ones to read. Prints the sampler's lateness before and during the load (p50, p99, max, counts over 1 and 2 ms),
-the player's late blocks, the load's steps, and the ``--top`` longest holds with what held them.
+ones to read. Prints the sampler's lateness before and during the load (p50, p99, max, counts
+over 1 and 2 ms), the player's late blocks and compute times, the load's steps, and the
+``--top`` longest holds with what held them.
 
 Usage: ``python scripts/gil_holds.py [--from drive] [--to wavae] [--block 256] [--trust-model]``
 (``--to`` may be a ``.ts`` file: its load converts it to a graph).
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=12, help="holds listed")
     parser.add_argument("--before", type=float, default=1.0, help="seconds sampled before")
     args = parser.parse_args(argv)
-    options = ServeOptions(model=args.old, preset="none", block=args.block or None, trust_model=True)
+    block = args.block or None
+    options = ServeOptions(model=args.old, preset="none", block=block, trust_model=True)
     engine, _ = _engine(options)
     slot = EngineSlot(engine, options.xfade_ms)
     gate = ComputeGate()

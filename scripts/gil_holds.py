@@ -7,9 +7,10 @@ server's :class:`~bendserver.switching.ModelSwitcher` on the main thread, in sli
 worker runs it (its collector handling, the compute gate). Meanwhile a sampler thread sleeps
 ``--every`` ms at a time and records how late it got the interpreter back: a late wake is a hold
 by another thread (or the machine's load: compare with the figures before the load). The main
-thread's builtin C calls are timed with ``sys.setprofile``; each late wake is named by the C call
-of the loading thread that covered it (or, for work no call event shows, such as a collection or
-an operator on tensors, the line the loading thread was at when the sampler got the interpreter).
+thread's builtin C calls (and collections, through ``gc.callbacks``) are timed with
+``sys.setprofile``: each one's own CPU time (the calls inside it taken out), which the machine's
+load does not change, and the sampler's wakes during it. Late wakes no call covers are listed
+with the line the loading thread was at when the sampler got the interpreter back.
 
 A call counts as a hold when the sampler got in at most twice (the profile function's own lines
 at its ends); on a busy machine a sampler that found no free core looks the same, so a Python
@@ -19,7 +20,8 @@ over 1 and 2 ms), the player's late blocks and compute times, the load's steps, 
 ``--top`` longest holds with what held them.
 
 Usage: ``python scripts/gil_holds.py [--from drive] [--to wavae] [--block 256] [--trust-model]``
-(``--to`` may be a ``.ts`` file: its load converts it to a graph).
+(``--to`` may be a ``.ts`` file: its load converts it to a graph; ``--block 0``: the model's own,
+e.g. ``--from rave_causal_streaming.ts --to rave_v2_streaming.ts --trust-model --block 0``).
 """
 
 from __future__ import annotations

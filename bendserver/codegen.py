@@ -99,9 +99,9 @@ def _read(pipe, size: int) -> bytes:
 helper = Helper()
 
 
-def compile_generated(source: str, filename: str) -> types.CodeType:
-    """fx's generated ``source`` compiled: by the helper when this thread works in slices and
-    the source is long, else here."""
+def compile_source(source: str, filename: str) -> types.CodeType:
+    """``source`` (fx's generated code, a model's Python file) compiled: by the helper when this
+    thread works in slices and the source is long, else here."""
     if active() and len(source) >= ASIDE:
         code = helper.compile(source, filename)
         if code is not None:
@@ -110,5 +110,5 @@ def compile_generated(source: str, filename: str) -> types.CodeType:
 
 
 def compile_aside() -> None:
-    """Route fx's code generation through :func:`compile_generated` (once is enough)."""
-    compat.route_fx_compile(compile_generated)
+    """Route fx's code generation through :func:`compile_source` (once is enough)."""
+    compat.route_fx_compile(compile_source)

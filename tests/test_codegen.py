@@ -21,12 +21,13 @@ BLOCK = 256
 
 @pytest.fixture
 def compiled_here(monkeypatch):
-    """The length of every source ``compile`` gets on this thread (fx's generated code)."""
+    """The length of every source ``compile`` gets on this thread (fx's generated code, a
+    model's file)."""
     lengths: list[int] = []
     own, thread = builtins.compile, threading.get_ident()
 
     def recording(source, *args, **kwargs):
-        if isinstance(source, str) and threading.get_ident() == thread:
+        if isinstance(source, (str, bytes)) and threading.get_ident() == thread:
             lengths.append(len(source))
         return own(source, *args, **kwargs)
 
@@ -36,8 +37,9 @@ def compiled_here(monkeypatch):
 
 def test_a_live_load_of_wavae_compiles_no_long_source_on_the_loading_thread(compiled_here):
     """``/model/load wavae`` as the control worker runs it (in slices) on a playing slot: its
-    45 000-character forward goes to the helper; what the loading thread compiles itself is
-    short (at most ASIDE characters, about 0.5 ms); the new model plays."""
+    45 000-character forward and its 9 000-character model.py go to the helper; what the
+    loading thread compiles itself is short (under ASIDE characters, about 0.5 ms); the new
+    model plays."""
     torch.manual_seed(0)
     slot = EngineSlot(StreamEngine(CausalStack(), block=BLOCK, sample_rate=48000), fade_ms=0)
     switcher = ModelSwitcher(
@@ -94,12 +96,12 @@ def test_a_dead_helper_or_a_bad_source_is_compiled_here():
         codegen.helper.compile("x = 1", "first")  # the helper runs
         codegen.helper._process.kill()
         codegen.helper._process.wait()
-        code = codegen.compile_generated("y = 2\n" * codegen.ASIDE, "again")
+        code = codegen.compile_source("y = 2\n" * codegen.ASIDE, "again")
         space: dict = {}
         exec(code, space)
         assert space["y"] == 2
         with pytest.raises(SyntaxError, match="invalid syntax"):
-            codegen.compile_generated("def (:\n" + " " * codegen.ASIDE, "bad")
+            codegen.compile_source("def (:\n" + " " * codegen.ASIDE, "bad")
 
 
 def test_route_fx_compile_gives_fx_s_generated_code_to_the_compiler():

@@ -114,6 +114,11 @@ class CallTimer:
         if event == "c_call":
             name = f"{getattr(arg, '__module__', None) or ''}.{getattr(arg, '__qualname__', arg)}"
             where = f"{_short(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}"
+            generator = getattr(frame.f_locals.get("self"), "gen", None)
+            if name == "builtins.next" and generator is not None:  # a context manager's body
+                where += (
+                    f" of {generator.gi_code.co_qualname} ({_short(generator.gi_code.co_filename)})"
+                )
             self.stack.append((name, where, time.perf_counter(), time.thread_time()))
         elif event in ("c_return", "c_exception") and self.stack:
             now, cpu = time.perf_counter(), time.thread_time()

@@ -13,7 +13,9 @@ that fails or dies changes nothing but the place (the source is compiled here th
 
 from __future__ import annotations
 
+import atexit
 import marshal
+import os
 import struct
 import subprocess
 import sys
@@ -47,6 +49,7 @@ class Helper:
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
+        self._owner = os.getpid()  # a forked child shares the helper and must not stop it
         self._lock = threading.Lock()
         self.compiled = 0  #: sources compiled by the helper so far
 
@@ -65,7 +68,8 @@ class Helper:
 
     def _ask(self, record: bytes) -> bytes:
         process = self._process
-        if process is None or process.poll() is not None:
+        if process is None or self._owner != os.getpid() or process.poll() is not None:
+            self._owner = os.getpid()  # a forked child starts its own
             process = self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _HELPER],
                 stdin=subprocess.PIPE,
@@ -78,9 +82,9 @@ class Helper:
         return _read(process.stdout, length)
 
     def close(self) -> None:
-        """Stop the helper (a later source starts another)."""
+        """Stop the helper (a later source starts another); a forked child only lets go of it."""
         process, self._process = self._process, None
-        if process is not None:
+        if process is not None and os.getpid() == self._owner:
             process.kill()
             process.wait()
             for pipe in (process.stdin, process.stdout):
@@ -97,6 +101,7 @@ def _read(pipe, size: int) -> bytes:
 
 #: The process's helper.
 helper = Helper()
+atexit.register(helper.close)
 
 
 def compile_source(source: str, filename: str) -> types.CodeType:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import marshal
-import os
 import struct
 import subprocess
 import sys
@@ -49,7 +48,6 @@ class Helper:
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
-        self._owner = os.getpid()  # a forked child shares the helper and must not stop it
         self._lock = threading.Lock()
         self.compiled = 0  #: sources compiled by the helper so far
 
@@ -68,8 +66,7 @@ class Helper:
 
     def _ask(self, record: bytes) -> bytes:
         process = self._process
-        if process is None or self._owner != os.getpid() or process.poll() is not None:
-            self._owner = os.getpid()  # a forked child starts its own
+        if process is None or process.poll() is not None:
             process = self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _HELPER],
                 stdin=subprocess.PIPE,
@@ -82,9 +79,9 @@ class Helper:
         return _read(process.stdout, length)
 
     def close(self) -> None:
-        """Stop the helper (a later source starts another); a forked child only lets go of it."""
+        """Stop the helper (a later source starts another)."""
         process, self._process = self._process, None
-        if process is not None and os.getpid() == self._owner:
+        if process is not None:
             process.kill()
             process.wait()
             for pipe in (process.stdin, process.stdout):
@@ -99,7 +96,8 @@ def _read(pipe, size: int) -> bytes:
     return data
 
 
-#: The process's helper.
+#: The process's helper (stopped at exit; a forked child's Popen finds it not its own and
+#: starts one of its own).
 helper = Helper()
 atexit.register(helper.close)
 

@@ -2,7 +2,6 @@
 long ``compile`` that held the interpreter 6 ms (wavae's forward) away from the audio."""
 
 import builtins
-import os
 import threading
 import time
 
@@ -121,22 +120,3 @@ def test_route_fx_compile_gives_fx_s_generated_code_to_the_compiler():
         assert compat.route_fx_compile(previous) is compiler
     assert seen and "def forward" in seen[-1][0] and seen[-1][1].startswith("<eval_with_key>")
     assert torch.equal(module(torch.tensor([-1.0, 2.0])), torch.tensor([0.0, 2.0]))
-
-
-def test_a_forked_child_uses_a_helper_of_its_own_and_leaves_the_parent_s():
-    """A child forked from a process with a helper (the probe, a render worker) compiles with
-    its own, and stopping it at the child's exit leaves the parent's running."""
-    with sliced(lambda: None):
-        codegen.compile_source("a = 1\n" * codegen.ASIDE, "parent")
-        parent = codegen.helper._process
-        pid = os.fork()
-        if pid == 0:  # the child: its exit status says whether it compiled with its own helper
-            code = codegen.compile_source("b = 2\n" * codegen.ASIDE, "child")
-            own = codegen.helper._process is not parent
-            codegen.helper.close()  # as at its exit
-            os._exit(0 if own and code.co_filename == "child" else 1)
-        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-        assert codegen.helper._process is parent and parent.poll() is None
-        before = codegen.helper.compiled
-        codegen.compile_source("c = 3\n" * codegen.ASIDE, "parent again")
-        assert codegen.helper.compiled == before + 1

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.fx
 from torch import nn
@@ -144,3 +148,38 @@ def nn_function(name: str) -> object | None:
     """torch's C function of an ``aten`` operator that only ``torch._C._nn`` holds
     (``leaky_relu``, ``softplus``: ``torch.nn.functional`` wraps them in Python), or None."""
     return getattr(torch._C._nn, name, None)
+
+
+# -- fx code generation (bendserver.codegen) -------------------------------------------------------
+
+
+#: fx's own ``_exec_with_source``, and the compiler routed in its place (None: fx's own).
+_FX_EXEC: Callable[..., None] | None = None
+_fx_compiler: Callable[[str, str], types.CodeType] | None = None
+
+
+def route_fx_compile(
+    compiler: Callable[[str, str], types.CodeType] | None,
+) -> Callable[[str, str], types.CodeType] | None:
+    """Have fx compile the code it generates for a graph module (``recompile``) with
+    ``compiler(source, filename)`` instead of ``compile`` (None: fx's own again); fx's own steps
+    around it (the source kept for tracebacks, the code run in the module's globals) stay.
+    Returns the compiler routed before. fx has no public hook."""
+    global _FX_EXEC, _fx_compiler
+    import torch.fx.graph_module as graph_module
+
+    if _FX_EXEC is None:
+        _FX_EXEC = graph_module._exec_with_source
+    previous, _fx_compiler = _fx_compiler, compiler
+    if compiler is None:
+        graph_module._exec_with_source = _FX_EXEC
+        return previous
+
+    def exec_with_source(
+        src: str, globals: dict[str, Any], co_fields: dict[str, Any] | None = None
+    ) -> None:
+        key = graph_module._loader.cache(src, globals, co_fields)
+        exec(compiler(src, key), globals)
+
+    graph_module._exec_with_source = exec_with_source
+    return previous

@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from .codegen import compile_source
 from .errors import BendingError
 from .latency import PROBE_SECONDS, measure_latency
 from .module import BendedModule
@@ -415,8 +416,8 @@ def _load_class(file: Path, class_name: str) -> type[nn.Module]:
     spec = importlib.util.spec_from_file_location(module_name, file)
     code = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = code
-    try:
-        spec.loader.exec_module(code)
+    try:  # as the import system runs it; a long file compiled aside on a live server
+        exec(compile_source(importlib.util.decode_source(file.read_bytes()), str(file)), vars(code))
     except Exception as error:
         del sys.modules[module_name]
         raise BendingError(f"importing {file} failed: {type(error).__name__}: {error}") from error

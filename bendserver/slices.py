@@ -31,6 +31,12 @@ def sliced(callback: Callable[[], None], every: float = SLICE) -> Iterator[None]
         _callback.reset(token)
 
 
+def active() -> bool:
+    """Whether this thread's work runs in slices (:func:`sliced`): a live server's control
+    worker, whose long holds of the interpreter the audio would feel."""
+    return _callback.get() is not None
+
+
 def breathe() -> None:
     """A point where long work may pause: the callback of :func:`sliced` runs here once its
     slice is used up."""

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .codegen import compile_aside
 from .engine.node import Node
 from .engine.rack import Rack
 from .errors import BendingError
@@ -72,6 +73,7 @@ class ModelSwitcher:
         self.trust = trust
         self.fade_ms = fade_ms
         self.switches = 0  #: models swapped in
+        compile_aside()  # a load's generated code compiled off the interpreter the audio needs
 
     def load(self, source: str, preset: str | None = None, node: str | None = None) -> Loaded:
         """Probe, load, check and warm up ``source`` (with ``preset``) for node ``node`` (None:

@@ -15,16 +15,20 @@ from contextvars import ContextVar
 #: Longest a slice runs before the callback, in seconds.
 SLICE = 0.002
 
-_callback: ContextVar[tuple[Callable[[], None], list[float]] | None] = ContextVar(
-    "bendserver_slice", default=None
-)
+_Slicing = tuple[Callable[[], None], list[float], Callable[[], bool] | None]
+_callback: ContextVar[_Slicing | None] = ContextVar("bendserver_slice", default=None)
 
 
 @contextlib.contextmanager
-def sliced(callback: Callable[[], None], every: float = SLICE) -> Iterator[None]:
+def sliced(
+    callback: Callable[[], None],
+    every: float = SLICE,
+    pause: Callable[[], bool] | None = None,
+) -> Iterator[None]:
     """Run the block with ``callback`` called from :func:`breathe` at most every ``every``
-    seconds of work (this thread only). What the callback raises ends the work."""
-    token = _callback.set((callback, [time.perf_counter() + every, every]))
+    seconds of work (this thread only), and at once whenever ``pause()`` (a cheap check: the
+    audio is computing a block) is true. What the callback raises ends the work."""
+    token = _callback.set((callback, [time.perf_counter() + every, every], pause))
     try:
         yield
     finally:
@@ -39,13 +43,12 @@ def active() -> bool:
 
 def breathe() -> None:
     """A point where long work may pause: the callback of :func:`sliced` runs here once its
-    slice is used up."""
+    slice is used up, or as soon as its pause check says so."""
     current = _callback.get()
     if current is None:
         return
-    callback, timing = current
-    now = time.perf_counter()
-    if now < timing[0]:
+    callback, timing, pause = current
+    if time.perf_counter() < timing[0] and (pause is None or not pause()):
         return
     callback()
     timing[0] = time.perf_counter() + timing[1]

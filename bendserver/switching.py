@@ -195,7 +195,7 @@ def _tensors(root: object) -> list[torch.Tensor]:
             found.append(item)
             continue
         stack.extend(gc.get_referents(item))
-        if len(seen) % 4096 == 0:
+        if len(seen) % 256 == 0:
             breathe()
     return found
 

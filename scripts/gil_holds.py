@@ -39,6 +39,7 @@ import torch
 from bendserver.audio.gate import ComputeGate
 from bendserver.engine.node import Node
 from bendserver.engine.rack import Rack
+from bendserver.osc.worker import young_collections
 from bendserver.rackspec import NodeSpec, split_method
 from bendserver.serve import SWITCH_INTERVAL, ServeOptions, _engine
 from bendserver.slices import sliced
@@ -204,15 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     blocks_before = len(player.late)
 
     def between() -> None:  # the control worker's between slices, as it runs in ring mode
+        gate.wait_open(0.05)
         if gc.isenabled():
             gc.disable()
-        young, middle = gc.get_count()[:2]
-        thresholds = gc.get_threshold()
-        if middle > thresholds[1]:
-            gc.collect(1)
-        elif young > thresholds[0]:
-            gc.collect(0)
-        gate.wait_open(0.05)
+        young_collections()
 
     timer = CallTimer()
     sampler.watched = threading.get_ident()
@@ -220,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.setprofile(timer)
     gc.callbacks.append(timer.collection)
     try:
-        with sliced(between):
+        with sliced(between, pause=lambda: gate.computing):
             loaded = switcher.load(args.new, "none")
     finally:
         sys.setprofile(None)

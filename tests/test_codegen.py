@@ -13,7 +13,7 @@ from streaming import CausalStack
 from bendserver import codegen, compat
 from bendserver.engine import StreamEngine
 from bendserver.engine.node import Node
-from bendserver.slices import sliced
+from bendserver.slices import breathe, sliced
 from bendserver.switching import ModelSwitcher
 
 BLOCK = 256
@@ -119,3 +119,16 @@ def test_route_fx_compile_gives_fx_s_generated_code_to_the_compiler():
         assert compat.route_fx_compile(previous) is compiler
     assert seen and "def forward" in seen[-1][0] and seen[-1][1].startswith("<eval_with_key>")
     assert torch.equal(module(torch.tensor([-1.0, 2.0])), torch.tensor([0.0, 2.0]))
+
+
+def test_long_work_pauses_whenever_the_audio_computes():
+    """Work in slices calls the slice's callback (which waits for the block) at the next
+    ``breathe`` once the pause check is true, long before its slice is used up."""
+    calls, computing = [], [False]
+    with sliced(lambda: calls.append(computing[0]), every=60.0, pause=lambda: computing[0]):
+        breathe()
+        computing[0] = True
+        breathe()
+        computing[0] = False
+        breathe()
+    assert calls == [True]

@@ -203,8 +203,9 @@ class ControlWorker(LoopThread):
         if self._long:
             yield
             return
+        computing = None if self.gate is None else (lambda: self.gate.computing)
         try:
-            with sliced(self._between_slices):
+            with sliced(self._between_slices, pause=computing):
                 yield
         finally:
             if self._long:  # what the long change made lives on: out of the full passes
@@ -217,19 +218,19 @@ class ControlWorker(LoopThread):
         meanwhile (holding the changes, to follow in order), leave the audio its turn."""
         if self._stop.is_set():
             raise Stopping("the server is stopping: this change is not applied")
+        if self.gate is not None:  # the block being computed first: its torch calls want the GIL
+            self.gate.wait_open(0.05)
         if not self._long and gc.isenabled():
             gc.disable()
             self._long = True
         if self._long:
-            _young_collections()
+            young_collections()
         while (letter := self._take(0)) is not None:
             for message in self._messages(letter):
                 if self.controller.is_query(message.address):
                     self._handle(message, letter.host)
                 else:
                     self._held.append((message, letter.host))
-        if self.gate is not None:
-            self.gate.wait_open(0.05)
 
     def _sample_time(self, timetag: float | None) -> int | None:
         """The sample time of a future timetag, or None (next block)."""
@@ -258,8 +259,9 @@ class ControlWorker(LoopThread):
         self._budget += 1
 
 
-def _young_collections() -> None:
-    """The collector's young generations, as it would run them itself (with it disabled)."""
+def young_collections() -> None:
+    """The collector's young generations, as it would run them itself (with it disabled): what
+    a long change's slices run between them."""
     young, middle = gc.get_count()[:2]
     thresholds = gc.get_threshold()
     if middle > thresholds[1]:

@@ -229,3 +229,53 @@ def test_a_signal_during_a_large_preset_load_stops_the_server_cleanly(tmp_path, 
     assert "did not stop" not in output, "every thread joined"
     info = sf.info(str(record))
     assert info.duration > 0.5 and info.channels == 1
+
+
+def test_a_killed_server_leaves_no_process_on_its_port_and_no_file():
+    """A server killed outright (SIGKILL: a crash, the OOM killer) cannot stop its OSC intake
+    process: the intake sees it gone and exits, freeing the port for the next server, and the
+    ring they shared left no file behind from the start."""
+    port = free_port()
+    rings = set(Path("/dev/shm").glob("bendserver-osc-*")) if Path("/dev/shm").is_dir() else set()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bendserver.cli", "serve", "--audio", "null", "-m", "drive",
+         "--osc-port", str(port), "--oscquery-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        for line in server.stdout:
+            if line.startswith("try"):
+                break
+        assert server.poll() is None, "the server did not start"
+        intakes = children(server.pid, "intake.py")
+        assert len(intakes) == 1
+        left = set(Path("/dev/shm").glob("bendserver-osc-*")) - rings
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+    deadline = time.monotonic() + 5
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        while True:
+            try:
+                sock.bind(("127.0.0.1", port))
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the killed server's port is still taken"
+                time.sleep(0.05)
+    assert intakes[0] not in children(1, "intake.py"), "the intake lives on"
+    assert left == set(), "the ring's file outlived the start"
+
+
+def children(parent: int, word: str) -> list[int]:
+    """The processes whose parent is ``parent`` and whose command line holds ``word``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == parent and word in command:
+            found.append(int(stat.parent.name))
+    return found

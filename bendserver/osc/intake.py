@@ -251,13 +251,19 @@ class Ring:
         """Datagrams written and not read yet (either side)."""
         return self._counts[0] - self._counts[1]
 
+    def unlink(self) -> None:
+        """Remove the ring's file once both processes mapped it: the memory lives as long as
+        they do, and a server killed leaves no file behind."""
+        if self.owner:
+            os.unlink(self.path)
+            self.owner = False
+
     def close(self) -> None:
         self._counts.release()
         self._counters.release()
         self.buffer.release()
         self._map.close()
-        if self.owner:
-            os.unlink(self.path)
+        self.unlink()
 
 
 # -- the process -------------------------------------------------------------------------------
@@ -276,8 +282,11 @@ class Intake:
         self.running = True
 
     def run(self) -> None:
+        """Until SIGTERM, or the server that started it is gone (killed: nobody would stop it,
+        and it would hold the port)."""
         self.socket.setblocking(False)
-        while self.running:
+        server = os.getppid()
+        while self.running and os.getppid() == server:
             wait = 0.002 if len(self.inbox) else 0.2  # a backlog: flush again soon
             try:
                 readable, _, _ = select.select([self.socket], [], [], wait)

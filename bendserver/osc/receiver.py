@@ -67,6 +67,7 @@ class OscReceiver:
                 f"cannot listen for OSC on {host}:{port} ({reason}): another program may use "
                 "the port; pick another with --osc-port"
             )
+        self.ring.unlink()  # both have it mapped
         self.host, self.port, self.rcvbuf = host, int(answer[1]), int(answer[2])
         self.networks = intake.allowed_networks(allow)
         #: Arrival times (``time.time()`` clock, the kernel's) of the last messages taken.

@@ -36,15 +36,15 @@ from bendserver.serve import ServeOptions, Server
 
 RATE, BLOCK = 48000, 256
 PERIOD = BLOCK / RATE
-SOAK_SECONDS = 12  # the minute-long figures are `bendserver stress --seconds 60`'s
+SOAK_SECONDS = 6  # the minute-long figures are `bendserver stress --seconds 60`'s
 SOAK_RATE = 1000
-BASELINE_SECONDS = 6  # the same server with no messages first: what the machine does alone
+BASELINE_SECONDS = 3  # the same server with no messages first: what the machine does alone
 
 
 def allowed_xruns(quiet_xruns: int, quiet_seconds: float, seconds: float) -> int:
     """Xruns a stretch of ``seconds`` may have: what the same server had in its quiet stretch
     just before, at the same rate (a machine shared with other work makes its own), plus 3 and
-    10 a minute: this 2-core VM gives 1 to 9 xruns a minute with or without load, which a 6 s
+    10 a minute: this 2-core VM gives 1 to 9 xruns a minute with or without load, which a 3 s
     baseline cannot always catch. The figures are `bendserver stress`'s job; this catches a
     regression (a server that lets control work into the audio's way: dozens a second)."""
     return math.ceil(quiet_xruns * seconds / quiet_seconds) + 3 + int(10 * seconds / 60)
@@ -274,7 +274,7 @@ def test_the_stress_command_prints_its_table():
     need("jackd")
     result = subprocess.run(
         [sys.executable, "-m", "bendserver.cli", "stress", "--block", "256", "--load",
-         "c,1k,reference", "--seconds", "2"],
+         "c,1k,reference", "--seconds", "1"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -284,8 +284,8 @@ def test_the_stress_command_prints_its_table():
     assert [[row[1].split("(")[0], row[2]] for row in rows] == [
         ["C_client", "c"], ["C_client", "c+1k"], ["ring", "1k"], ["numpy_client", "reference"],
     ], result.stdout  # fmt: skip
-    assert int(rows[1][3]) >= 2000, "the C client's machine is loaded with the same OSC sender"
-    assert "all applied" in result.stdout and int(rows[2][3]) >= 2000, result.stdout
+    assert int(rows[1][3]) >= 1000, "the C client's machine is loaded with the same OSC sender"
+    assert "all applied" in result.stdout and int(rows[2][3]) >= 1000, result.stdout
     reference = rows[3]
     assert reference[3:7] == ["0", "0", "0", "-"], "the reference client gets no OSC"
     assert float(reference[-5]) > 0.05, "it does work each block (the server's median)"

@@ -6,10 +6,12 @@ for ``--after`` seconds. Then it prints: the xruns, late blocks and errors over 
 load took (probe, load, warm-up); the compute time of each block around the switch (both models
 run during the crossfade); and the largest sample step of the recording at the switch (from a
 block before the crossfade to a block after it) beside the same stretch of the same input through
-each model alone, rendered offline, with the bound the crossfade allows.
+each model alone, rendered offline, with the bound the crossfade allows. ``--from drive,drive
+--node drive_2`` serves a chain (a rack) and switches one node with ``/node/drive_2/load``: the
+offline renders are then the chain before and after the switch.
 
 Usage: ``python scripts/switch_live.py [--from drive] [--to wavae] [--block 256]
-[--xfade-ms 50]`` (Debian: jackd2). Its figures are the ones docs/serve.md quotes.
+[--xfade-ms 50] [--node NAME]`` (Debian: jackd2). Its figures are the ones docs/serve.md quotes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import torch
 from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 
-from bendserver.engine import StreamEngine
+from bendserver.rackspec import NodeSpec, RackSpec
 from bendserver.serve import ServeOptions, Server
 from bendserver.stress import _jack
 
@@ -65,9 +67,10 @@ def stats(sock: socket.socket, port: int) -> dict:
     return dict(zip(pairs[::2], pairs[1::2], strict=True))
 
 
-def alone(model: str, audio: np.ndarray, block: int, warm: int, frames: int) -> np.ndarray:
-    """``frames`` of ``model`` on ``audio`` looped, after ``warm`` blocks of silence, offline."""
-    engine = StreamEngine(model, block=block, streams=1)  # no preset, as served
+def alone(spec: RackSpec, audio: np.ndarray, block: int, warm: int, frames: int) -> np.ndarray:
+    """``frames`` of the rack ``spec`` (one model: its rack) on ``audio`` looped, after ``warm``
+    blocks of silence, offline."""
+    engine = spec.build(block=block, streams=1, preset="none")  # as served
     silence = np.zeros((1, block), np.float32)
     for _ in range(warm):
         engine.process(silence)
@@ -81,7 +84,10 @@ def step(audio: np.ndarray) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="old", default="drive")
+    parser.add_argument(
+        "--from", dest="old", default="drive", help="a model, or models joined by commas (a chain)"
+    )
+    parser.add_argument("--node", help="the chain's node to load into (default: /model/load)")
     parser.add_argument("--to", dest="new", default="wavae")
     parser.add_argument("--block", type=int, default=256)
     parser.add_argument("--xfade-ms", type=float, default=50.0)
@@ -98,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     with _jack(block) as jack:
         os.environ.update(JACK_DEFAULT_SERVER=jack, JACK_NO_START_SERVER="1")
+        chain = RackSpec.chain(args.old.split(","))
         options = ServeOptions(
-            model=args.old, preset="none", audio="jack", block=block,
+            model=args.old, rack=chain if len(chain.nodes) > 1 else None, preset="none",
+            audio="jack",
+            block=block,
             input=str(folder / "input.wav"), record=str(record), osc_port=0,
             oscquery_port=0, reply_port=replies.getsockname()[1], xfade_ms=args.xfade_ms,
             ahead=args.ahead,
@@ -110,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
             port = server.osc.port
             time.sleep(args.before)
             before = stats(replies, port)
-            loaded = ask(replies, port, "/model/load", [args.new, "none"], "/model/loaded")
+            if args.node:
+                load = (f"/node/{args.node}/load", [args.new, "none"], "/node/loaded")
+            else:
+                load = ("/model/load", [args.new, "none"], "/model/loaded")
+            loaded = ask(replies, port, *load)[-3:]  # probe, load, warm-up
             time.sleep(args.after)
             after = stats(replies, port)
             rack = server.engine
@@ -124,8 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     fade = math.ceil(round(args.xfade_ms * RATE / 1000) / block) * block
     window = slice(start - block, start + fade + block)
     frames = start + fade + 2 * block
-    old = alone(args.old, audio, block, first // block, frames)
-    new = alone(args.new, audio, block, first // block, frames)
+    name = args.node or chain.nodes[0].name
+    swapped = tuple(
+        NodeSpec(node.name, args.new, preset="none") if node.name == name else node
+        for node in chain.nodes
+    )
+    old = alone(chain, audio, block, first // block, frames)
+    new = alone(RackSpec(swapped), audio, block, first // block, frames)
     same = float(np.abs(recorded[:, :start] - old[:, :start]).max())
     own = max(step(old[:, window]), step(new[:, window]))
     peaks = float(np.abs(old[:, window]).max() + np.abs(new[:, window]).max())
@@ -134,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     around = range(index - 4, index + fade // block + 4)
     rows = [f"{'*' if index <= i < index + fade // block else ' '}{times[i]:.2f}" for i in around]
     budget = 1000 * block / RATE
+    where = f" (node {args.node})" if args.node else ""
     print(
-        f"switch {args.old} -> {args.new} at block {block} ({budget:.2f} ms), --xfade-ms "
+        f"switch {args.old} -> {args.new}{where} at block {block} ({budget:.2f} ms), --xfade-ms "
         f"{args.xfade_ms:g}, ring mode {server.backend.ahead} blocks ahead, on JACK's dummy "
         f"driver at {RATE} Hz\n"
         f"run: {after['blocks']} blocks, xruns {after['xruns']} (during the load and switch: "
@@ -143,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{after['blocks'] - before['blocks']} since the load began, errors {after['errors']}, "
         f"underruns {after.get('underruns', 0)} (during the load and switch: "
         f"{after.get('underruns', 0) - before.get('underruns', 0)})\n"
-        f"load: probe {loaded[1]:g} s (-1: not probed), load {loaded[2]:g} s, warm-up "
-        f"{loaded[3]:g} s; crossfade from engine sample {at} ({fade // block} blocks)\n"
+        f"load: probe {loaded[0]:g} s (-1: not probed), load {loaded[1]:g} s, warm-up "
+        f"{loaded[2]:g} s; crossfade from engine sample {at} ({fade // block} blocks)\n"
         f"compute ms of the blocks around it (* both models): {' '.join(rows)}; the "
         f"{before['blocks']} blocks before: p50 {np.median(times[: index - 4]):.2f} max "
         f"{times[: index - 4].max():.2f}\n"

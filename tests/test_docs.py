@@ -97,8 +97,8 @@ def test_shell_examples_run(page, tmp_path, monkeypatch):
             args += ["--calls", "5", "--apply-sizes", "0"]
         if args[0] == "render":
             args.append("--force")
-        if args[0] == "serve":  # a second on the null backend, on a free port
-            args = _without(args, "--audio") + ["--audio", "null", "--duration", "1"]
+        if args[0] == "serve":  # a moment on the null backend, on a free port
+            args = _without(args, "--audio") + ["--audio", "null", "--duration", "0.3"]
             args += ["--osc-port", "0", "--reply-port", "0"]
         # MIDI needs a MIDI system: a dummy JACK server's (this process's default meanwhile)
         with jack_server() if "--midi" in args else contextlib.nullcontext():

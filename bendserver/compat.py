@@ -183,3 +183,25 @@ def route_fx_compile(
 
     graph_module._exec_with_source = exec_with_source
     return previous
+
+
+_FX_CREATE_NODE: Callable[..., Any] | None = None
+
+
+def call_at_each_fx_node(hook: Callable[[], None] | None) -> None:
+    """Call ``hook()`` before fx adds each node to a graph (tracing, copying, a pass; None: no
+    more): long graph work can then pause at a node, where fx itself has no point to pause."""
+    global _FX_CREATE_NODE
+    graph = torch.fx.Graph
+    if _FX_CREATE_NODE is None:
+        _FX_CREATE_NODE = graph.create_node
+    if hook is None:
+        graph.create_node = _FX_CREATE_NODE
+        return
+    create = _FX_CREATE_NODE
+
+    def create_node(self: torch.fx.Graph, *args: Any, **kwargs: Any) -> torch.fx.Node:
+        hook()
+        return create(self, *args, **kwargs)
+
+    graph.create_node = create_node

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .codegen import compile_aside
+from .compat import call_at_each_fx_node
 from .engine.node import Node
 from .engine.rack import Rack
 from .errors import BendingError
@@ -74,6 +75,7 @@ class ModelSwitcher:
         self.fade_ms = fade_ms
         self.switches = 0  #: models swapped in
         compile_aside()  # a load's generated code compiled off the interpreter the audio needs
+        call_at_each_fx_node(breathe)  # and its graph work pausing at any node for a block
 
     def load(self, source: str, preset: str | None = None, node: str | None = None) -> Loaded:
         """Probe, load, check and warm up ``source`` (with ``preset``) for node ``node`` (None:

@@ -132,3 +132,17 @@ def test_long_work_pauses_whenever_the_audio_computes():
         computing[0] = False
         breathe()
     assert calls == [True]
+
+
+def test_graph_work_can_pause_at_each_node_fx_adds():
+    """The hook runs before each node fx adds (a trace: one per node of the graph), and stops
+    when taken away; a live server's ModelSwitcher sets ``breathe`` there."""
+    calls = []
+    compat.call_at_each_fx_node(lambda: calls.append(1))
+    try:
+        graph = torch.fx.symbolic_trace(CausalStack()).graph
+    finally:
+        compat.call_at_each_fx_node(None)
+    assert len(calls) == len(graph.nodes) > 3
+    torch.fx.symbolic_trace(CausalStack())
+    assert len(calls) == len(graph.nodes)

@@ -119,8 +119,8 @@ def test_a_slider_dragged_on_the_page_changes_the_server_state(page, server, rep
     shown = float(page.locator(slider).input_value())
     assert 0.8 < shown <= 1.0, shown
     deadline = time.monotonic() + 5
-    while abs(get(server, "/bend/mask/prob", replies) - shown) > 1e-3:
-        assert time.monotonic() < deadline, "the server never got the slider's value"
+    while abs((value := get(server, "/bend/mask/prob", replies)) - shown) > 1e-3:
+        assert time.monotonic() < deadline, f"the server has {value}, the page shows {shown}"
         time.sleep(0.05)
 
 

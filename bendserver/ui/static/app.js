@@ -209,6 +209,10 @@ function slider(node, row, range, type) {
   const shown = element("output");
   shown.dataset.for = path;
   let held = false;  // while a finger or the mouse holds it, the server's echo does not move it
+  // The last value sent, until the server echoes it back: an echo of an earlier value of the
+  // same drag arriving after the release is stale and must not move the slider back.
+  let awaited = null;
+  let awaitedUntil = 0;
   input.addEventListener("pointerdown", () => { held = true; });
   for (const end of ["pointerup", "pointercancel", "change"]) {
     input.addEventListener(end, () => { held = false; });
@@ -216,11 +220,19 @@ function slider(node, row, range, type) {
   input.addEventListener("input", () => {
     const value = Number(input.value);
     shown.textContent = format(value);
+    awaited = value;
+    awaitedUntil = performance.now() + 1000;  // a value the server refused: follow it anyway
     send(path, [{ type, value }]);
   });
   register(path, (args) => {
-    shown.textContent = format(args[0]);
-    if (!held) input.value = args[0];
+    const value = Number(args[0]);
+    if (awaited !== null) {
+      const stale = Math.abs(value - awaited) > 1e-6 * Math.max(1, Math.abs(awaited));
+      if (stale && performance.now() < awaitedUntil) return;
+      awaited = null;
+    }
+    shown.textContent = format(value);
+    if (!held) input.value = value;
   });
   row.append(input, shown);
   return row;

@@ -295,14 +295,11 @@ class Rack:
 
     def _swapped(self, swap: NodeSwap) -> None:
         """The crossfade is over: play the swap's layout, the replaced node retired (audio
-        side: reference writes; the delay lines of realigned branches keep their history)."""
+        side: reference writes, and the realigned branches' lines given the history they had,
+        paired on the control side)."""
         old = self.nodes[swap.name]
-        for target, inputs in swap.layout.inputs.items():
-            before = {edge.source: edge.delay for edge in self._inputs.get(target, ())}
-            for edge in inputs:
-                kept = before.get(edge.source)
-                if edge.delay is not None and kept is not None:
-                    edge.delay.carry(kept)
+        for line, before in swap.carries:
+            line.carry(before)
         self._take(swap.layout)
         self.retired.append(old)
         self.swaps += 1
@@ -425,9 +422,20 @@ class Rack:
         for key, value in nodes.items():  # the nodes that stay keep their recent input
             if key in self.recent and self.nodes.get(key) is value:
                 layout.recent[key] = self.recent[key]
+        before = {
+            (named(target), named(edge.source)): edge.delay
+            for target, inputs in self._inputs.items()
+            for edge in inputs
+        }
+        carries = [  # each delayed edge of the new layout, from the line it had (if any)
+            (edge.delay, kept)
+            for target, inputs in layout.inputs.items()
+            for edge in inputs
+            if edge.delay is not None and (kept := before.get((target, edge.source))) is not None
+        ]
         node.stats = self.stats
         node.on_reset = self._reset_fuse
-        self._incoming = NodeSwap(name, node, layout, fade_ms)
+        self._incoming = NodeSwap(name, node, layout, fade_ms, carries)
 
     @property
     def busy(self) -> bool:

@@ -12,6 +12,7 @@ to free it. The audio side only calls the nodes, multiplies by the curves and wr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from ..errors import BendingError
 
 if TYPE_CHECKING:
     from .node import Node
+    from .rack import Delay
 
 #: Blocks of each node's input a rack keeps (a node loaded in its place warms up on them).
 RECENT_BLOCKS = 4
@@ -72,10 +74,20 @@ class Layout:
 class NodeSwap:
     """Node ``name`` of a rack replaced by ``node`` over ``frames`` frames of the node's output
     (equal-power curves for audio, two models' outputs being unrelated; linear for latents),
-    then the rack plays ``layout``."""
+    then the rack plays ``layout``, each of its delay lines in ``carries`` taking the history
+    of the playing line paired with it."""
 
-    def __init__(self, name: str, node: Node, layout: Layout, fade_ms: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        node: Node,
+        layout: Layout,
+        fade_ms: float,
+        carries: Sequence[tuple[Delay, Delay]] = (),
+    ) -> None:
         self.name, self.node, self.layout = name, node, layout
+        #: (a delay line of the layout, the playing line whose history it takes at the end)
+        self.carries = list(carries)
         frames = round(checked_fade(fade_ms) * node.sample_rate / 1000) // node.spec.out_ratio
         per_block = node.out_frames
         length = max(1, math.ceil(frames / per_block)) * per_block

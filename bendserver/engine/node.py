@@ -20,7 +20,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -664,11 +664,8 @@ class Node:
     def load_preset(self, preset: str | Path | Preset, at: int | None = None) -> Preset:
         """Replace the ops, weights and engine settings with a preset's. The whole preset is
         checked and built first: a refused preset changes nothing."""
-        preset = self.check_preset(preset)
-        config = BendingConfig.from_dict(preset.config)
-        bank = self.bended.weight_bank
-        version = preset.version or bank.default_name
-        interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
+        checked = self._checked(preset)
+        config, preset = checked.config, checked.preset
         keys: dict[int, list[str]] = {}
         for op, op_keys in config.entries:
             keys.setdefault(id(op), []).extend(op_keys)
@@ -678,12 +675,10 @@ class Node:
                 ops.append(self._bends.create(op_id, op, tuple(keys[id(op)])))
             disabled = set(preset.disabled)
             loaded = tuple(_enabled(op, op.op_id not in disabled) for op in ops)
-            gain = _finite("gain", preset.gain, 0.0, 16.0)
-            mix = _finite("mix", preset.mix, 0.0, 1.0)
 
             def change(state: BendingState) -> BendingState:
-                new = replace(state, ops=loaded, gain=gain, mix=mix)
-                return new.weights(version, interpolation)
+                new = replace(state, ops=loaded, gain=checked.gain, mix=checked.mix)
+                return new.weights(checked.version, checked.interpolation)
 
             self._submit(change, at, f"preset {preset.name}")
         return preset
@@ -691,18 +686,20 @@ class Node:
     def check_preset(self, preset: str | Path | Preset) -> Preset:
         """The preset, read and checked against this node's model (ops, weights, version,
         interpolation, gain and mix): a BendingError says what does not fit, changing nothing."""
+        return self._checked(preset).preset
+
+    def _checked(self, preset: str | Path | Preset) -> _CheckedPreset:
         preset = preset if isinstance(preset, Preset) else load_preset(preset)
         listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
         check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
         config = BendingConfig.from_dict(preset.config)
         check_fit(preset, config, self.bended, self.model.name)
         bank = self.bended.weight_bank
-        bank.check_version(preset.version or bank.default_name)
-        if preset.interpolation:
-            bank.normalised(preset.interpolation)
-        _finite("gain", preset.gain, 0.0, 16.0)
-        _finite("mix", preset.mix, 0.0, 1.0)
-        return preset
+        version = preset.version or bank.default_name
+        bank.check_version(version)
+        interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
+        gain, mix = _finite("gain", preset.gain, 0.0, 16.0), _finite("mix", preset.mix, 0.0, 1.0)
+        return _CheckedPreset(preset, config, version, interpolation, gain, mix)
 
     def bending_config(self, at: int | None = None) -> BendingConfig:
         """The bends of the pending state (or of the state at sample ``at``) as a config with
@@ -748,6 +745,18 @@ class Node:
         if graphs.failure is not None:
             return f"{self.device} (eager CUDA: the capture failed, {graphs.failure})"
         return f"{self.device} (CUDA graph)"
+
+
+@dataclass(frozen=True)
+class _CheckedPreset:
+    """A preset checked against a node's model, with what loading it needs."""
+
+    preset: Preset
+    config: BendingConfig
+    version: str
+    interpolation: dict[str, float] | None
+    gain: float
+    mix: float
 
 
 def _checked_streams(streams: Any) -> int:

@@ -43,7 +43,6 @@ from .control import Controller
 from .engine import StreamEngine
 from .engine.node import Node
 from .engine.rack import Rack
-from .engine.switch import checked_fade
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
 from .midi import MidiInput
@@ -51,7 +50,6 @@ from .midimap import Mapping
 from .osc import OscService
 from .osc.oscquery import OscQueryService
 from .presets import load_preset, preset_for
-from .rackspec import NodeSpec, split_method
 from .switching import ModelSwitcher
 from .ui import Meters
 
@@ -127,7 +125,6 @@ class Server:
             engine, mappings = _engine(options)
         if engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1:
             raise BendingError(f"serve plays audio-to-audio methods; '{engine.method}' is not one")
-        checked_fade(options.xfade_ms)
         #: The rack that plays (a node of it swapped live by ``/model/load``, ``/<node>/load``).
         self.engine = engine
         self.fallback = options.audio is None and not has_default_output()
@@ -152,7 +149,7 @@ class Server:
         self.controller = Controller(engine, counters=self.counters)
         self.controller.midi.replace(mappings)
         self.controller.switcher = ModelSwitcher(
-            engine, self._build, options.models_dir, options.trust_model, options.xfade_ms
+            engine, options.models_dir, options.trust_model, options.xfade_ms
         )
         self.meters: Meters | None = None
         self.midi: MidiInput | None = None
@@ -241,14 +238,6 @@ class Server:
     def lead(self) -> Node:
         """The rack's first node: its device and optimisation are every node's."""
         return next(iter(self.engine.nodes.values()))
-
-    def _build(self, source: str, preset: str | None, like: Node) -> tuple[Node, list[Mapping]]:
-        """A node like ``like`` (block, streams, device, optimisation) playing another model
-        (``model[.method]``) and its preset (``/model/load``, ``/<node>/load``)."""
-        model, method = split_method(source)
-        spec = NodeSpec("incoming", model, method, preset)
-        search = self.options.models_dir
-        return spec.load(like.block, str(like.device), like.optimize, like.streams, search)
 
     def _backend(self, device_input: str | None, null: bool) -> DeviceBackend | NullBackend:
         engine, audio = self.engine, self.options.audio

@@ -27,10 +27,11 @@ from .codegen import compile_aside
 from .compat import call_at_each_fx_node
 from .engine.node import Node
 from .engine.rack import Rack
+from .engine.switch import checked_fade
 from .errors import BendingError
 from .midimap import Mapping
 from .probe import probe_model
-from .rackspec import RackSpec, split_method
+from .rackspec import NodeSpec, RackSpec, split_method
 from .slices import breathe
 
 #: Seconds to wait for the crossfade beyond its own length (the audio may be stopped).
@@ -56,26 +57,33 @@ class Loaded:
 
 
 class ModelSwitcher:
-    """Loads models into the nodes of ``rack`` live, crossfading over ``fade_ms``. ``build``
-    makes a node like a playing one for another model; ``search``: folders to find model names
-    in; ``trust``: skip the probe."""
+    """Loads models into the nodes of ``rack`` live, crossfading over ``fade_ms``; ``search``:
+    folders to find model names in; ``trust``: skip the probe. ``build`` makes a node like a
+    playing one for another model (default: :meth:`node_like`)."""
 
     def __init__(
         self,
         rack: Rack,
-        build: Builder,
         search: Iterable[str | Path] = (),
         trust: bool = False,
         fade_ms: float = 50.0,
+        build: Builder | None = None,
     ) -> None:
         self.rack = rack
-        self.build = build
         self.search = list(search)
         self.trust = trust
-        self.fade_ms = fade_ms
+        self.fade_ms = checked_fade(fade_ms)
+        self.build = self.node_like if build is None else build
         self.switches = 0  #: models swapped in
         compile_aside()  # a load's generated code compiled off the interpreter the audio needs
         call_at_each_fx_node(breathe)  # and its graph work pausing at any node for a block
+
+    def node_like(self, source: str, preset: str | None, like: Node) -> tuple[Node, list[Mapping]]:
+        """A node like ``like`` (block, streams, device, optimisation) playing another model
+        (``model[.method]``) with ``preset``, and that preset's MIDI mappings."""
+        model, method = split_method(source)
+        spec = NodeSpec("incoming", model, method, preset)
+        return spec.load(like.block, str(like.device), like.optimize, like.streams, self.search)
 
     def load(self, source: str, preset: str | None = None, node: str | None = None) -> Loaded:
         """Probe, load, check and warm up ``source`` (with ``preset``) for node ``node`` (None:

@@ -37,10 +37,8 @@ import numpy as np
 import torch
 
 from bendserver.audio.gate import ComputeGate
-from bendserver.engine.node import Node
 from bendserver.engine.rack import Rack
 from bendserver.osc.worker import young_collections
-from bendserver.rackspec import NodeSpec, split_method
 from bendserver.serve import SWITCH_INTERVAL, ServeOptions, _engine
 from bendserver.slices import sliced
 from bendserver.switching import ModelSwitcher
@@ -189,11 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     rack, _ = _engine(options)  # the rack that plays; the load swaps its node
     gate = ComputeGate()
 
-    def build(source: str, preset: str | None, like: Node) -> tuple[Node, list]:
-        model, method = split_method(source)
-        return NodeSpec("incoming", model, method, preset).load(like.block, streams=like.streams)
-
-    switcher = ModelSwitcher(rack, build, trust=args.trust_model, fade_ms=options.xfade_ms)
+    switcher = ModelSwitcher(rack, trust=args.trust_model, fade_ms=options.xfade_ms)
     gc.collect()
     gc.freeze()  # as a server does before it plays
     sys.setswitchinterval(SWITCH_INTERVAL)

@@ -43,7 +43,7 @@ def test_a_live_load_of_wavae_compiles_no_long_source_on_the_loading_thread(comp
     torch.manual_seed(0)
     rack = StreamEngine(CausalStack(), block=BLOCK, sample_rate=48000)
     build = lambda source, preset, like: (Node(source, block=BLOCK, streams=1), [])  # noqa: E731
-    switcher = ModelSwitcher(rack, build, trust=True, fade_ms=0)
+    switcher = ModelSwitcher(rack, trust=True, fade_ms=0, build=build)
     playing = threading.Event()
     playing.set()
 

@@ -202,7 +202,7 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     one progress bar; Ctrl-C leaves the complete files and says how to go on."""
     from tqdm import tqdm
 
-    from .audiofile import sound_info
+    from .frames import source_info
     from .batch import Done, Manifest, Plan, plan_jobs, run_jobs
 
     recipe = _recipe(args)
@@ -216,7 +216,7 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     _probe(args)
     for job in plan.skipped:
         print(f"kept {job.target} (made by the same model, preset, score and options)")
-    seconds = {job.target: sound_info(Path(job.source)).duration for job in plan.jobs}
+    seconds = {job.target: source_info(Path(job.source)).duration for job in plan.jobs}
     written: list[str] = []
     tqdm.monitor_interval = 0  # no monitor thread: the pool's processes are forked from this one
     with tqdm(

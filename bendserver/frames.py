@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from .audiofile import sound_info
 from .errors import BendingError
 from .files import writing
 from .readers import decimal, read_text
@@ -80,9 +83,22 @@ def read_frames(path: Path) -> np.ndarray:
     return np.ascontiguousarray(rows.T, dtype=np.float32)
 
 
-def frames_channels(path: Path) -> int:
-    """The channels of a frames file (a column each, the time left out)."""
-    return read_frames(path).shape[0]
+@dataclass(frozen=True)
+class FramesInfo:
+    """What a batch of renders needs of a frames file given as input, as of a sound file."""
+
+    channels: int
+    frames: int
+    duration: float = 0.0  #: unknown before a model says its frame rate: none counted
+
+
+def source_info(path: Path) -> Any:
+    """A render's input's channels and duration: a sound file's (``sound_info``), or a frames
+    file's (:class:`FramesInfo`)."""
+    if not is_frames_file(path):
+        return sound_info(Path(path))
+    frames = read_frames(Path(path))
+    return FramesInfo(frames.shape[0], frames.shape[1])
 
 
 def _npy(path: Path) -> np.ndarray:

@@ -208,7 +208,14 @@ class Node:
 
     def _trace(self, unbended: bool = True) -> None:
         """Trace the method for the engine's batch; ``unbended``: play it without ops (what
-        plays before the first change; a scripted file's method always)."""
+        plays before the first change; a scripted file's method always). What the method
+        draws meanwhile (RAVE's encoder samples) leaves torch's random stream as it was: the
+        first block draws what a direct call after the same ``torch.manual_seed`` draws."""
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            self._traced(unbended)
+
+    def _traced(self, unbended: bool) -> None:
         shape = (self.streams, self.spec.in_channels, self.in_frames)
         example = torch.zeros(shape, device=self.device)
         self.bended.streams = self.streams

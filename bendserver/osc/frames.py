@@ -113,8 +113,8 @@ class FrameStreams(LoopThread):
         while not self._stop.wait(period):
             targets = list(self.subscribers)
             for name in self.taps:
-                to = targets + [self.reply] if name == self._last and self.reply else targets
-                self._send(name, to)
+                reply = [self.reply] if name == self._last and self.reply not in targets else []
+                self._send(name, targets + reply)
 
     def _send(self, name: str, targets: list[tuple[str, int]]) -> None:
         """Send the frames of node ``name`` that are due since the last look."""
@@ -167,4 +167,3 @@ class FrameStreams(LoopThread):
             rows = frames[:channels].T.round(4).tolist()
             shown[address] = {"ratio": ratio, "channels": tap.frames.shape[0], "frames": rows}
         return shown
-

@@ -129,6 +129,12 @@ class Namespace:
         of several: no state, its nodes' names)."""
         if word == "<node>" and done == ["node"]:
             return list(getattr(self.controller.engine, "order", []))
+        frames = self.controller.frames
+        if done[:1] == ["in"]:  # the first node's method, where it takes frames
+            first = frames.first if frames is not None else None
+            if first is None:
+                return []
+            return [first] if word == "<node>" else [self.controller.engine.nodes[first].method]
         if state is None:
             return []
         if word == "<id>":
@@ -144,6 +150,8 @@ class Namespace:
             return self._attribute(path, entry)
         schema = entry.schema
         args = list(schema.required) + list(schema.repeated) * schema.min_repeats
+        if entry.pattern == "/in/<node>/<method>":  # a value per channel of the frame
+            args = list(schema.required) * self.controller.frames.held.channels
         value = self.value(path)
         node: Node = {"FULL_PATH": path, "DESCRIPTION": entry.effect}
         if args:

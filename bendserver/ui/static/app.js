@@ -437,10 +437,10 @@ function attributeRow(node) {
   const row = element("div", { className: "control attribute", title: node.DESCRIPTION || "" });
   row.dataset.path = path;
   row.append(element("label", { textContent: name }));
-  const shown = element("output");
   if (!writable(node)) {
+    const shown = element("output");
     shown.textContent = (node.DESCRIPTION || "").replace(/^nn~ attribute [^(]*/, "");
-    row.append(element("span"), shown);
+    row.append(shown);
     if (node.VALUE) register(path, (args) => { shown.textContent = args.map(format).join(" "); });
     return row;
   }
@@ -449,10 +449,11 @@ function attributeRow(node) {
   const sendAll = () => send(path, fields.map((field, index) => ({ type: types[index], value: field.read() })));
   const box = element("span", { className: "fields" }, ...fields.map((field) => field.input));
   fields.forEach((field) => field.input.addEventListener("change", sendAll));
-  row.append(box, shown);
-  register(path, (args) => {
-    args.forEach((value, index) => fields[index] && fields[index].show(value));
-    shown.textContent = types.length > 1 ? "" : format(args[0]);
+  row.append(box);
+  register(path, (args) => {  // a field being edited keeps what the user typed
+    args.forEach((value, index) => {
+      if (fields[index] && document.activeElement !== fields[index].input) fields[index].show(value);
+    });
   });
   return row;
 }
@@ -472,7 +473,7 @@ function attributeField(type, range) {
     return { input, read: () => Number(input.value), show: (v) => { input.value = v; } };
   }
   const input = element("input", { type: "text", placeholder: "value or sound file" });
-  return { input, read: () => input.value, show: (v) => { if (document.activeElement !== input) input.value = v; } };
+  return { input, read: () => input.value, show: (v) => { input.value = v; } };
 }
 
 // -- frames of methods at a control rate (features, latents): a plot each ----------------------

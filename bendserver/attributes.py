@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +82,6 @@ class Attribute:
     readable: bool = False
     choices: tuple[str, ...] = ()
     problem: str = ""
-    #: The setter's argument types as the file writes them, for messages.
-    types: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def settable(self) -> bool:
@@ -209,7 +207,7 @@ def _attribute(module: torch.jit.ScriptModule, name: str, methods: set[str]) -> 
         return Attribute(name, readable=readable, problem=f"the file has no setter set_{name}")
     arguments = getattr(module, f"set_{name}").schema.arguments[1:]
     ids = _type_ids(module, name)
-    kinds, types, problems = [], [], []
+    kinds, problems = [], []
     for index, argument in enumerate(arguments):
         typed = str(argument.type)
         kind = _SCHEMA_KINDS.get(typed)
@@ -218,7 +216,6 @@ def _attribute(module: torch.jit.ScriptModule, name: str, methods: set[str]) -> 
         if kind is None:
             problems.append(f"set_{name} takes {argument.name}: {typed}, which nn~ cannot pass")
         kinds.append(kind or typed)
-        types.append(typed)
     if "buffer" in kinds and "set_buffer_attribute" not in methods:
         problems.append("the file has no set_buffer_attribute to fill its buffer")
     if not arguments:
@@ -231,7 +228,6 @@ def _attribute(module: torch.jit.ScriptModule, name: str, methods: set[str]) -> 
         readable,
         choices,
         "; ".join(problems),
-        tuple(types),
     )
 
 
@@ -245,17 +241,17 @@ def _choices(module: torch.jit.ScriptModule, setter: str) -> tuple[str, ...]:
     """The strings a one-string setter compares its argument with (``x == 'tanh'``, ``x in
     self._valid_``): what it accepts, in the order the setter names them."""
     graph = compat.script_method_graph(module, setter)
-    argument = list(graph.inputs())[1].unique()
+    owner, argument = (value.unique() for value in list(graph.inputs())[:2])
     found: list[str] = []
     for node in _nodes(graph):
         inputs = list(node.inputs())
         if node.kind() in ("aten::eq", "aten::ne") and len(inputs) == 2:
             if argument in (inputs[0].unique(), inputs[1].unique()):
                 other = inputs[1] if inputs[0].unique() == argument else inputs[0]
-                found += [v for v in [_constant(module, other)] if isinstance(v, str)]
+                found += [v for v in [_constant(module, owner, other)] if isinstance(v, str)]
         elif node.kind() == "aten::__contains__" and len(inputs) == 2:
             if inputs[1].unique() == argument:
-                listed = _constant(module, inputs[0])
+                listed = _constant(module, owner, inputs[0])
                 if isinstance(listed, (list, tuple)):
                     found += [v for v in listed if isinstance(v, str)]
     return tuple(dict.fromkeys(found))
@@ -269,17 +265,18 @@ def _nodes(block: Any) -> Iterator[Any]:
             yield from _nodes(inner)
 
 
-def _constant(module: torch.jit.ScriptModule, value: Any) -> Any:
+def _constant(module: torch.jit.ScriptModule, owner: int, value: Any) -> Any:
     """The fixed value an IR value holds: a constant, a list of constants, or an attribute of
-    the module itself (a list the setter checks membership in); None otherwise."""
+    the module itself (``owner``: the setter's ``self``; a list the setter checks membership
+    in); None otherwise."""
     node = value.node()
     kind = node.kind()
     if kind == "prim::Constant":
         return compat.ir_constant(node)
     if kind == "prim::ListConstruct":
-        items = [_constant(module, v) for v in node.inputs()]
+        items = [_constant(module, owner, v) for v in node.inputs()]
         return items if all(isinstance(i, str) for i in items) else None
-    if kind == "prim::GetAttr" and node.inputsAt(0).debugName().startswith("self"):
+    if kind == "prim::GetAttr" and node.inputsAt(0).unique() == owner:
         try:
             held = getattr(module, compat.ir_name(node))
         except (AttributeError, RuntimeError):

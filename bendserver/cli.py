@@ -202,8 +202,8 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     one progress bar; Ctrl-C leaves the complete files and says how to go on."""
     from tqdm import tqdm
 
-    from .frames import source_info
     from .batch import Done, Manifest, Plan, plan_jobs, run_jobs
+    from .frames import source_info
 
     recipe = _recipe(args)
     folder = Path(jobs[0].target).parent

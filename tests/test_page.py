@@ -339,9 +339,10 @@ def test_attributes_of_each_type_set_on_the_page_play_as_the_file_s_setters(brow
         mix.nth(1).fill("wet")
         changed(mix.nth(2), "0.25")
         changed(attribute(page, "table").nth(0), str(table))
+        changed(attribute(page, "buf").nth(0), str(table))  # a buffer: every channel, the rate
         wanted = {
             "gain": (0.25,), "steps": (3,), "flip": (True,), "mode": ("clip",),
-            "mix": (4, "wet", 0.25, True), "table": (str(table),),
+            "mix": (4, "wet", 0.25, True), "table": (str(table),), "buf": (str(table),),
         }  # fmt: skip
         deadline = time.monotonic() + 5
         while True:
@@ -354,12 +355,16 @@ def test_attributes_of_each_type_set_on_the_page_play_as_the_file_s_setters(brow
         while server.meters.tap.written < since + 8192:
             time.sleep(0.05)
         dry, out, _ = server.meters.tap.read(since, most=4096)
+        held = server.engine.model.module.get_buf()[0]
         page.close()
     module = direct(kinds, 44100)
+    samples = torch.from_numpy(sf.read(table, dtype="float32")[0])
+    assert module.set_buffer_attribute("buf#0", samples[None], 44100) == 0
     for name, arguments in wanted.items():
-        if name == "table":
-            arguments = (torch.from_numpy(sf.read(table, dtype="float32")[0]),)
+        if name in ("table", "buf"):
+            arguments = (samples,) if name == "table" else ("buf#0",)
         assert getattr(module, f"set_{name}")(*arguments) == 0
+    assert held == module.get_buf()[0], "the buffer holds what nn~'s setters put there"
     with torch.no_grad():
         want = module(torch.from_numpy(dry)[None])[0].numpy()
     np.testing.assert_allclose(out, want, atol=1e-6)
@@ -394,3 +399,32 @@ def test_a_rave_export_s_page_shows_its_model_and_attributes(browser, tmp_path):
     if os.environ.get("BENDSERVER_SCREENSHOT") == "1":  # the docs' screenshot, made anew
         shutil.copyfile(shot, RAVE_SCREENSHOT)
     assert png_size(shot) == (VIEWPORT["width"], VIEWPORT["height"])
+
+
+def test_a_method_giving_frames_is_plotted_on_the_page(browser, tmp_path):
+    import soundfile as sf
+    from nn_files import kinds_file
+
+    source = tmp_path / "in.wav"
+    sf.write(source, 0.3 * np.random.default_rng(1).standard_normal(44100), 44100)
+    options = ServeOptions(
+        model=f"{kinds_file(tmp_path)}", method="level", audio="null", input=str(source),
+        osc_port=0, reply_port=0, zeroconf=False, trust_model=True,
+    )  # fmt: skip
+    with Server(options) as server:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(f"{server.oscquery.url}/ui")
+        canvas = 'canvas[data-address="/out/kinds/level"]'
+        page.wait_for_selector(canvas, timeout=10_000)
+        assert "(2 ch, 1/256)" in page.locator("#frames .note").text_content()
+        drawn = page.evaluate(
+            f"""() => {{
+              const c = document.querySelector('{canvas}');
+              const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+              let lit = 0;
+              for (let i = 3; i < d.length; i += 4) lit += d[i] > 0;
+              return lit;
+            }}"""
+        )
+        page.close()
+    assert drawn > 500, "the frames are drawn as lines"

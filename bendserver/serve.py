@@ -148,7 +148,8 @@ class Server:
                 engine, taps, held, options.reply_port, options.reply_host, options.frame_rate
             )
         #: What the audio device plays: the rack, its frames at a control rate held or silent.
-        self.played = engine if self.frames is None else FrameEnds(engine, held)
+        frames = engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1
+        self.played = FrameEnds(engine, held) if frames else engine
         played = self.played
         self.fallback = options.audio is None and not has_default_output()
         null = options.audio == "null" or self.fallback
@@ -434,6 +435,8 @@ class Server:
             lines.append(
                 f"midi       {self.midi.name}, {len(self.controller.midi.mappings())} mappings"
             )
+        if self.frames is not None:
+            lines.append(f"frames     {self.frames.describe()}")
         if self.recorder is not None:
             lines.append(f"recording  {self.recorder.path}")
         lines.append(f"try        {self.example()}")

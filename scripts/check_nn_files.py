@@ -2,11 +2,12 @@
 
 For each file given: ``bendserver info`` (its exit code and the one line of an error), then each
 method: rendered from noise (audio, or frames for a method taking them) through the command
-line's render and compared with the file's direct call block by block from the same seed, as
-nn~ makes it (``torch.jit.load``, ``set_sample_rate``, channels it does not give as zeros);
-then served for a second on the null backend (an OSCQuery GET of the namespace, the frames it
-sent over OSC, the errors it counted). Prints one line per method: plays (converted into a graph
-or a direct call, the largest difference) or refused (the one line a user reads).
+line's render (the model's latency kept, not trimmed) and compared with the file's direct call
+block by block from the same seed, as nn~ makes it (``torch.jit.load``, ``set_sample_rate``,
+channels it does not give as zeros); then served for a second on the null backend (an
+OSCQuery GET of the namespace, the frames it sent over OSC, the errors it counted). Prints one
+line per method: plays (converted into a graph or a direct call, the largest difference) or
+refused (the one line a user reads).
 
 Usage: ``python scripts/check_nn_files.py FILE.ts [FILE.ts ...]`` (one torch thread).
 """
@@ -76,13 +77,13 @@ def render(path: Path, method: str, model: tb.loader.LoadedModel, folder: Path) 
     err = io.StringIO()
     args = ["render", str(source), "-m", f"{path}:{method}", "-o", str(out), "--force"]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = command([*args, "--no-fuse", "--latency", "0", "--trust-model"])
+        code = command([*args, "--no-fuse", "--keep-latency", "--trust-model"])
     if code != 0:
         return f"refused: {err.getvalue().strip().splitlines()[-1]}"
     got = read_frames(out) if spec.out_ratio != 1 else sf.read(out, dtype="float32")[0].T
     want = direct_call(path, method, spec, rate, x)
-    got = got.reshape(want.shape[0], -1)
-    return f"plays, max |diff| {np.abs(got - want).max():.1e}"
+    got = got.reshape(want.shape[0], -1)[:, : want.shape[-1]]  # the latency kept after it
+    return f"plays, max |diff| {np.abs(got - want).max():.1e} (peak {np.abs(want).max():.1e})"
 
 
 def serve(path: Path, method: str, model: tb.loader.LoadedModel, folder: Path) -> str:

@@ -13,8 +13,6 @@ runs on its own thread on the control side, reading the taps the audio side fill
 
 from __future__ import annotations
 
-import logging
-import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,9 +21,7 @@ from ..engine.frames import FrameTap, HeldFrame
 from ..engine.rack import Rack
 from ..errors import BendingError
 from ..threads import LoopThread
-from .replies import encode
-
-log = logging.getLogger("bendserver.osc")
+from .replies import ReplySender
 
 #: Frames a second each stream sends at most, by default.
 FRAME_RATE = 100.0
@@ -63,10 +59,9 @@ class FrameStreams(LoopThread):
         self._read = dict.fromkeys(taps, 0)
         self._due = dict.fromkeys(taps, 0.0)
         self.subscribers: list[tuple[str, int]] = []
+        #: A sender for each place frames go (a subscriber's, the reply address).
+        self._senders: dict[tuple[str, int], ReplySender] = {}
         self.sent = 0  #: frames sent
-        self.failed = 0  #: sends the system refused
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._socket6: socket.socket | None = None
         self._admission: Any = None
         super().__init__("osc-frames")
 
@@ -96,6 +91,11 @@ class FrameStreams(LoopThread):
         removed, self.subscribers = len(self.subscribers) - len(kept), kept
         return removed
 
+    @property
+    def failed(self) -> int:
+        """Sends the system refused (no route, a full buffer), over every place."""
+        return sum(sender.failed for sender in list(self._senders.values()))
+
     def hold(self, node: str, method: str, values: Sequence[float]) -> None:
         """Play ``values`` as the input frame of the rack's first node (``/in/...``)."""
         if self.held is None or node != self.first or method != self.rack.nodes[node].method:
@@ -105,6 +105,21 @@ class FrameStreams(LoopThread):
                 + (f"frames at {takes}" if takes else "audio (its first method takes audio)")
             )
         self.held.set(values)
+
+    def describe(self) -> str:
+        """What goes where, for the server's banner."""
+        parts = []
+        if self.streams:
+            addresses = ", ".join(address for address, _ in self.streams.values())
+            to = f"{self.reply[0]}:{self.reply[1]} and " if self.reply else ""
+            parts.append(
+                f"{addresses} to {to}clients that send /out/subscribe, at most "
+                f"{self.rate:g} a second"
+            )
+        if self.first is not None:
+            method = self.rack.nodes[self.first].method
+            parts.append(f"in from /in/{self.first}/{method} ({self.held.channels} values)")
+        return "; ".join(parts)
 
     # -- the sender --------------------------------------------------------------------------
 
@@ -131,31 +146,22 @@ class FrameStreams(LoopThread):
                 continue
             if self._admission is not None:
                 self._admission.wait(0.05)
-            datagram = encode(address, frames[:, index].tolist())
-            for host, port in targets:
-                self._sendto(datagram, host, port)
+            values = frames[:, index].tolist()
+            for target in targets:
+                self._sender(target).send(target[0], address, values)
             self.sent += 1
 
-    def _sendto(self, datagram: bytes, host: str, port: int) -> None:
-        try:
-            self._socket_for(host).sendto(datagram, (host, port))
-        except (OSError, ValueError) as error:
-            self.failed += 1
-            if self.failed == 1:
-                log.warning("cannot send frames to %s:%d: %s", host, port, error)
-
-    def _socket_for(self, host: str) -> socket.socket:
-        if ":" not in host:
-            return self._socket
-        if self._socket6 is None:
-            self._socket6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        return self._socket6
+    def _sender(self, target: tuple[str, int]) -> ReplySender:
+        """The sender to ``(host, port)``, made on its first frame (sender thread)."""
+        sender = self._senders.get(target)
+        if sender is None:
+            sender = self._senders[target] = ReplySender(target[1], target[0])
+        return sender
 
     def stop(self, timeout: float = 10.0) -> None:
         super().stop(timeout)
-        self._socket.close()
-        if self._socket6 is not None:
-            self._socket6.close()
+        for sender in self._senders.values():
+            sender.close()
 
     def recent(self, count: int = 64, channels: int = 16) -> dict[str, Any]:
         """The newest ``count`` frames of each stream (its first ``channels``), for the page's

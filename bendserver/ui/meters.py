@@ -41,7 +41,11 @@ class Meters:
         self.engine = engine
         self.counters = counters
         self.frames = frames
-        self.tap = BlockTap(engine.in_channels, engine.out_channels)
+        spec = engine.spec  # frames at a control rate are plotted, not metered: one channel
+        self.tap = BlockTap(
+            engine.in_channels if spec.in_ratio == 1 else 1,
+            engine.out_channels if spec.out_ratio == 1 else 1,
+        )
         engine.tap = self.tap
         self._frame = 0
         self._block = engine.stats.blocks

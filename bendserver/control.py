@@ -145,6 +145,9 @@ class Address:
     #: The rack's own: sent without a node's name to a rack of several (``/stats``, a whole
     #: rack's preset); every other address is a node's there.
     rack: bool = False
+    #: What of the controller it needs (``frames``: a live server's frames at a control rate):
+    #: the namespace lists it only where the controller has it.
+    needs: str = ""
 
     @property
     def args(self) -> str:
@@ -723,6 +726,7 @@ ADDRESSES: tuple[Address, ...] = (
         _subscribe,
         query=True,
         rack=True,
+        needs="frames",
     ),
     Address(
         "/out/unsubscribe",
@@ -732,6 +736,7 @@ ADDRESSES: tuple[Address, ...] = (
         _unsubscribe,
         query=True,
         rack=True,
+        needs="frames",
     ),
     Address(
         "/in/<node>/<method>",
@@ -741,6 +746,7 @@ ADDRESSES: tuple[Address, ...] = (
         _frame_in,
         coalesce=True,
         rack=True,
+        needs="frames",
     ),
     Address(
         "/list",

@@ -31,7 +31,8 @@ from pythonosc.osc_message import OscMessage
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.control import Controller
-from bendserver.frames import read_frames
+from bendserver.frames import read_frames, write_frames
+from bendserver.osc.namespace import Namespace
 from bendserver.presets import PresetLibrary
 from bendserver.rackspec import RackSpec
 from bendserver.render import render_file
@@ -278,7 +279,7 @@ def test_a_method_giving_frames_renders_them_with_their_times(kinds, tmp_path, s
 def test_a_method_taking_frames_renders_a_frames_file_to_audio(kinds, tmp_path):
     frames = noise(2, 24, seed=2)
     source = tmp_path / "frames.csv"
-    tb.frames.write_frames(source, frames, RATIO / RATE)
+    write_frames(source, frames, RATIO / RATE)
     out = tmp_path / "held.wav"
     assert main(["render", str(source), "-m", f"{kinds}:hold", "-o", str(out), "--no-fuse"]) == 0
     rendered, rate = sf.read(out, dtype="float32", always_2d=True)
@@ -377,6 +378,9 @@ def test_frames_sent_over_osc_play_live_through_a_method_taking_frames(kinds, tm
     )  # fmt: skip
     frame = [0.5, 0.25]
     with Server(options) as server:
+        tree = Namespace(server.controller)
+        assert tree.node("/in/kinds_hold/hold")["TYPE"] == "ff"
+        assert tree.node("/out/subscribe") is not None
         oscsend(server.osc.port, "/in/kinds_hold/hold", "ff", *frame)
         deadline = time.monotonic() + 5
         while server.frames.held.updates == 0 and time.monotonic() < deadline:

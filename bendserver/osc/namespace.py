@@ -51,11 +51,11 @@ class Namespace:
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it (a rack
         of several: its own addresses, then each node's under ``/<node>``)."""
-        nodes = self._nodes()
-        state = None if nodes else self.controller.engine.applied_state  # what /get reads
+        nodes, ctl = self._nodes(), self.controller
+        state = None if nodes else ctl.engine.applied_state  # what /get reads
         found: dict[str, Address] = {}
         for entry in ADDRESSES:
-            if nodes and not entry.rack:
+            if (nodes and not entry.rack) or (entry.needs and not getattr(ctl, entry.needs)):
                 continue
             for path in self._expand(state, entry.parts, []):
                 if route(path).entry is entry:  # a more literal entry may take it

@@ -25,7 +25,7 @@ import pytest
 import soundfile as sf
 import torch
 from jack import free_port, need, oscsend
-from nn_files import RATIO, direct, kinds_file, legacy_file
+from nn_files import RATIO, direct, legacy_file
 from pythonosc.osc_message import OscMessage
 
 import bendserver as tb
@@ -49,11 +49,6 @@ SCALARS = [
     ("mode", ["clip"], ("clip",)),
     ("mix", [4.0, "wet", 0.25, 1.0], (4, "wet", 0.25, True)),
 ]
-
-
-@pytest.fixture(scope="module")
-def kinds(tmp_path_factory):
-    return kinds_file(tmp_path_factory.mktemp("kinds"))
 
 
 @pytest.fixture(scope="module")

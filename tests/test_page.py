@@ -309,12 +309,13 @@ def changed(field, value):
     field.dispatch_event("change")
 
 
-def test_attributes_of_each_type_set_on_the_page_play_as_the_file_s_setters(browser, tmp_path):
+def test_attributes_of_each_type_set_on_the_page_play_as_the_file_s_setters(
+    browser, kinds, tmp_path
+):
     import soundfile as sf
     import torch
-    from nn_files import direct, kinds_file
+    from nn_files import direct
 
-    kinds = kinds_file(tmp_path)
     table = tmp_path / "table.wav"
     sf.write(table, np.linspace(-0.5, 0.5, 64, dtype=np.float32), 44100, subtype="FLOAT")
     source = tmp_path / "in.wav"
@@ -401,14 +402,13 @@ def test_a_rave_export_s_page_shows_its_model_and_attributes(browser, tmp_path):
     assert png_size(shot) == (VIEWPORT["width"], VIEWPORT["height"])
 
 
-def test_a_method_giving_frames_is_plotted_on_the_page(browser, tmp_path):
+def test_a_method_giving_frames_is_plotted_on_the_page(browser, kinds, tmp_path):
     import soundfile as sf
-    from nn_files import kinds_file
 
     source = tmp_path / "in.wav"
     sf.write(source, 0.3 * np.random.default_rng(1).standard_normal(44100), 44100)
     options = ServeOptions(
-        model=f"{kinds_file(tmp_path)}", method="level", audio="null", input=str(source),
+        model=str(kinds), method="level", audio="null", input=str(source),
         osc_port=0, reply_port=0, zeroconf=False, trust_model=True,
     )  # fmt: skip
     with Server(options) as server:

@@ -12,7 +12,10 @@ $(BIN)/python:
 
 # The tests build nn~-style streaming models from cached-conv and nn-tilde: installed without
 # their dependencies (nn-tilde pins torch==2.5), so that nothing replaces the pinned torch.
+# nn-tilde 1.5 (what acids-rave 2.3 exports with) goes into a folder of its own beside it, on
+# the path only of the test's subprocess that builds a file with it.
 TEST_MODELS ?= cached-conv==2.5.0 nn-tilde==1.6.0
+LEGACY_NN_TILDE ?= nn-tilde==1.5.6
 
 # The ray extra too, so that the suite's Ray test runs (a local 2-CPU cluster, about 10 s);
 # without it that test is skipped (make install EXTRAS=test).
@@ -22,6 +25,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
 	$(BIN)/pip install -q --no-deps $(TEST_MODELS)
+	$(BIN)/pip install -q --no-deps --upgrade --target $(VENV)/nn-tilde-1.5 $(LEGACY_NN_TILDE)
 
 # Plays the default model on its demo (looped) with its preset, on the default audio device
 # (a real-time null backend without a sound card); prints the OSC port and a message to try.

@@ -162,13 +162,13 @@ class Worker:
         is given the forms once the engine is made, before the file is rendered."""
         import torch
 
-        from .audiofile import sound_info
+        from .frames import source_info
         from .passes.convolution import form_plan
 
         began = time.time()
         torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
         recipe = self.recipe
-        engine = self._engine(1 if recipe.mono else sound_info(Path(job.source)).channels, plan)
+        engine = self._engine(1 if recipe.mono else source_info(Path(job.source)).channels, plan)
         chosen(form_plan())
         rendered = render_file(
             engine,
@@ -500,9 +500,9 @@ def _can_fork(recipe: Recipe) -> bool:
 def _longest_first(jobs: list[Job]) -> list[Job]:
     """The jobs by their input's duration, longest first: the last files handed out are the
     short ones, so no process is left with a long one while the others have finished."""
-    from .audiofile import sound_info
+    from .frames import source_info
 
-    return sorted(jobs, key=lambda job: -sound_info(Path(job.source)).duration)
+    return sorted(jobs, key=lambda job: -source_info(Path(job.source)).duration)
 
 
 def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[Done]:
@@ -510,7 +510,7 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
     model once; the driver sends the inputs' bytes and writes the outputs. One actor makes an
     engine for the shortest file first, whose forms go to every file; then each actor has two
     files at a time, the longest left first, so that none waits for the driver between two."""
-    from .audiofile import sound_info
+    from .frames import source_info
 
     try:
         import ray
@@ -533,7 +533,7 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
         actor = ray.remote(num_cpus=1, num_gpus=gpus)(Worker)
         actors = [actor.remote(recipe) for _ in range(workers)]
         waiting = deque(_longest_first(plan.jobs))
-        channels = 1 if recipe.mono else sound_info(Path(waiting[-1].source)).channels
+        channels = 1 if recipe.mono else source_info(Path(waiting[-1].source)).channels
         forms = ray.get(actors[0].forms.remote(channels, plan.manifest.plan))
 
         def send(to: Any) -> Any:

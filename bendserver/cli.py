@@ -202,8 +202,8 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     one progress bar; Ctrl-C leaves the complete files and says how to go on."""
     from tqdm import tqdm
 
-    from .audiofile import sound_info
     from .batch import Done, Manifest, Plan, plan_jobs, run_jobs
+    from .frames import source_info
 
     recipe = _recipe(args)
     folder = Path(jobs[0].target).parent
@@ -216,7 +216,7 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     _probe(args)
     for job in plan.skipped:
         print(f"kept {job.target} (made by the same model, preset, score and options)")
-    seconds = {job.target: sound_info(Path(job.source)).duration for job in plan.jobs}
+    seconds = {job.target: source_info(Path(job.source)).duration for job in plan.jobs}
     written: list[str] = []
     tqdm.monitor_interval = 0  # no monitor thread: the pool's processes are forked from this one
     with tqdm(
@@ -273,6 +273,7 @@ def _ring_latency(block: int, rate: int) -> str:
 def _info(args: argparse.Namespace) -> int:
     import torch
 
+    from .attributes import shown
     from .loader import load_model
     from .tracing.script import ConversionError
 
@@ -292,7 +293,13 @@ def _info(args: argparse.Namespace) -> int:
             f"{spec.out_channels} ch x 1/{spec.out_ratio}"
         )
     if model.attributes:
-        print(f"attributes {model.attributes}")
+        print("attributes (nn~: set_<name>, get_<name>)")
+    for spec in model.attributes.values():
+        try:
+            value = " = " + " ".join(str(shown(v)) for v in spec.read(model.module))
+        except BendingError as error:
+            value = "" if not spec.readable else f": {error}"
+        print(f"  {spec.describe()}{value}")
     print(_ring_latency(model.block, model.sample_rate))
     print("\nweights")
     model.bended.print_weights()
@@ -574,6 +581,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--duration", type=float, help="stop after this many seconds")
     serve.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
+    serve.add_argument(
+        "--frame-rate",
+        type=float,
+        default=100.0,
+        help="methods at a control rate (features, encode): frames a second each sends over "
+        "OSC at most (/out/<node>/<method>; default 100)",
+    )
+    serve.add_argument(
+        "--seed",
+        type=int,
+        help="torch's random seed when the audio starts, for models that draw noise (RAVE's "
+        "encoder): the same input then gives the same output",
+    )
     serve.set_defaults(run=_serve)
 
     rendering = argparse.ArgumentParser(

@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from .attributes import shown
 from .bending.ops import OPS
 from .engine import StreamEngine
 from .engine.state import OP_ID
@@ -116,10 +117,12 @@ class Schema:
 
 @dataclass(frozen=True)
 class Match:
-    """A routed message: its table entry and the values of the pattern's ``<names>``."""
+    """A routed message: its table entry, the values of the pattern's ``<names>``, and the
+    host that sent it (None: this process)."""
 
     entry: Address
     path: dict[str, str]
+    client: str | None = None
 
 
 Handler = Callable[["Controller", Match, list[Any], "int | None"], "list[Reply] | None"]
@@ -142,6 +145,9 @@ class Address:
     #: The rack's own: sent without a node's name to a rack of several (``/stats``, a whole
     #: rack's preset); every other address is a node's there.
     rack: bool = False
+    #: What of the controller it needs (``frames``: a live server's frames at a control rate):
+    #: the namespace lists it only where the controller has it.
+    needs: str = ""
 
     @property
     def args(self) -> str:
@@ -176,6 +182,9 @@ class Controller:
         #: What ``/model/load`` swaps models with (a server's :class:`ModelSwitcher`; None: it
         #: is refused).
         self.switcher: Any = None
+        #: A live server's frames at a control rate (:class:`~bendserver.osc.frames.
+        #: FrameStreams`: ``/out/subscribe``, ``/in/...``; None: there are none).
+        self.frames: Any = None
 
     def dispatch(
         self,
@@ -189,7 +198,7 @@ class Controller:
         is checked and held in its schedule (see :meth:`due`). ``/<node>/...`` goes to that
         node of the rack (its own addresses), held in the same schedule."""
         ctl, inner = self._target(address)
-        match = route(inner)
+        match = replace(route(inner), client=client)
         values = match.entry.schema.parse(inner, args)
         if client is not None and at is not None and not match.entry.query:
             if at > self._horizon():
@@ -377,7 +386,30 @@ def _engine_setting(setter: str) -> Handler:
 
 
 def _attribute(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    ctl.engine.set_attribute(m.path["name"], args[0], at=at)
+    ctl.engine.set_attribute(m.path["name"], args, at=at)
+
+
+def _live_frames(ctl: Controller) -> Any:
+    if ctl.frames is None:
+        raise BendingError(
+            "no frames here: a live server (serve) streams those of methods at a control rate "
+            "(/list addresses); render writes or reads them as frames files"
+        )
+    return ctl.frames
+
+
+def _subscribe(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    port = int(args[0]) if args else None
+    return [("/out/subscribed", _live_frames(ctl).subscribe(m.client, port))]
+
+
+def _unsubscribe(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    port = int(args[0]) if args else None
+    return [("/out/unsubscribed", [_live_frames(ctl).unsubscribe(m.client, port)])]
+
+
+def _frame_in(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    _live_frames(ctl).hold(m.path["node"], m.path["method"], args)
 
 
 def _reset(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
@@ -399,7 +431,7 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
             f"/bend/{op.op_id}/{name}" for op in engine.state.ops for name, _ in op.params
         ],
         "presets": ctl.presets.names,
-        "attributes": lambda: engine.model.attributes,
+        "attributes": lambda: list(engine.model.attributes),
     }
     if what not in listings:
         raise BendingError(f"/list takes one of {sorted(listings)}")
@@ -424,7 +456,7 @@ def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Rep
     elif parts[0] == "engine" and len(parts) == 2 and parts[1] in ("gain", "mix", "bypass"):
         value = float(getattr(state, parts[1]))
     elif len(parts) == 2 and parts[0] == "attr":
-        value = ctl.engine.attribute(parts[1])
+        return [(f"/get{address}", [shown(v) for v in ctl.engine.attribute(parts[1])])]
     elif parts == ["version"]:
         value = state.version
     elif parts == ["interp"]:
@@ -679,10 +711,42 @@ ADDRESSES: tuple[Address, ...] = (
     Address("/engine/reset", Schema(), "clear the streaming state", _reset),
     Address(
         "/attr/<name>",
-        Schema((Arg("value", "value"),)),
-        "set an attribute of an nn~ TorchScript file (its set_<name>; /list attributes)",
+        Schema((Arg("value", "value"),), repeated=(Arg("value", "value"),)),
+        "set an attribute of an nn~ TorchScript file (its set_<name>: one value for each it "
+        "takes, a sound file's path for a tensor or buffer; /list attributes)",
         _attribute,
         coalesce=True,
+    ),
+    Address(
+        "/out/subscribe",
+        Schema((), (Arg("port", low=1, high=65535),)),
+        "send the frames of every method at a control rate (/out/<node>/<method> f f ..., "
+        "one float per channel) to the sender's host on port (default: the reply port); "
+        "reply /out/subscribed with their addresses",
+        _subscribe,
+        query=True,
+        rack=True,
+        needs="frames",
+    ),
+    Address(
+        "/out/unsubscribe",
+        Schema((), (Arg("port", low=1, high=65535),)),
+        "stop sending frames to the sender's host (on port; none given: any); reply "
+        "/out/unsubscribed with how many stopped",
+        _unsubscribe,
+        query=True,
+        rack=True,
+        needs="frames",
+    ),
+    Address(
+        "/in/<node>/<method>",
+        Schema((Arg("value"),), repeated=(Arg("value"),)),
+        "the frame a server whose first method takes frames (decode) plays from the next "
+        "block on, held until the next: one value per channel",
+        _frame_in,
+        coalesce=True,
+        rack=True,
+        needs="frames",
     ),
     Address(
         "/list",

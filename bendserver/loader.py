@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from .attributes import Attribute, file_attributes
 from .codegen import compile_source
 from .errors import BendingError
 from .latency import PROBE_SECONDS, measure_latency
@@ -65,7 +66,8 @@ class LoadedModel:
     demo: Path | None = None
     preset: str | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
-    attributes: list[str] = field(default_factory=list)  #: a TorchScript file's nn~ attributes
+    #: A TorchScript file's nn~ attributes by name (:mod:`bendserver.attributes`).
+    attributes: dict[str, Attribute] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in self.methods:
@@ -286,10 +288,10 @@ def _from_torchscript(path: Path, device: torch.device, measure: bool = True) ->
         raise BendingError(
             f"{path} has no nn~ methods: neither get_methods() nor <method>_params buffers"
         )
-    sample_rate = int(getattr(module, "sr", None) or 48000)
+    sample_rate = _sample_rate(module)
     if hasattr(module, "set_sample_rate"):
         module.set_sample_rate(sample_rate)
-    attributes = list(module.get_attributes()) if hasattr(module, "get_attributes") else []
+    attributes = file_attributes(module)
     ratios = [r for spec in methods.values() for r in (spec.in_ratio, spec.out_ratio)]
     fixed = int(getattr(module, "block_size", 0) or 0)  # a bendserver export of bended graphs
     block = fixed or max(2048, math.lcm(*ratios))
@@ -309,6 +311,15 @@ def _from_torchscript(path: Path, device: torch.device, measure: bool = True) ->
         path=path,
         attributes=attributes,
     )
+
+
+def _sample_rate(module: nn.Module) -> int:
+    """A file's rate: its ``sr`` (an int in RAVE's files, ``Optional[int]`` in nn-tilde 1.6's,
+    a one-value nn~ attribute in nn-tilde 1.5's), else 48000."""
+    rate = getattr(module, "sr", None)
+    if isinstance(rate, (tuple, list)) and len(rate) == 1:
+        rate = rate[0]
+    return rate if isinstance(rate, int) and not isinstance(rate, bool) and rate > 0 else 48000
 
 
 def _measured(

@@ -32,7 +32,7 @@ from .errors import BendingError
 from .files import write_text
 from .slices import breathe
 from .tracing import BendingTracer, restoring_buffers
-from .tracing.script import ConversionError, ScriptConverter, setter_writes
+from .tracing.script import ConversionError, ScriptConverter, assigned_attributes, setter_writes
 
 _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
 
@@ -204,21 +204,28 @@ class BendedModule:
         self._examples[fn] = dict(inputs)
         return graph, converter.output
 
-    def set_attributes(self, values: Sequence[tuple[str, Any]]) -> bool:
-        """A TorchScript module's attributes as its setters (``set_<name>(value)``, in order)
-        would leave them: the converted graphs that froze one of them are converted again
-        (control side; the module itself is untouched). True when a graph changed."""
+    def set_attributes(self, calls: Sequence[tuple[str, Sequence[Any]]]) -> bool:
+        """A TorchScript module's attributes as its setters (``set_<name>(*arguments)``, in
+        order) would leave them: the converted graphs that froze one of them are converted
+        again (control side; the module itself is untouched). True when a graph changed. A
+        setter the converter cannot follow (it reads an object of the file's own class) is
+        refused where a converted graph reads what it assigns."""
         if not self.scripted:
             return False
         written: dict[str, Any] = {}
-        for name, value in values:
-            written.update(setter_writes(self.module, name, value, written))
+        for name, arguments in calls:
+            try:
+                writes, _ = setter_writes(self.module, name, arguments, written)
+            except ConversionError as error:
+                self._check_unfollowed(name, error)
+                continue
+            written.update(writes)
         self.script_attributes = written
         stale = [
             fn
             for fn, graph in self._graphs.items()
-            if any(
-                written.get(path, frozen) != frozen
+            if not all(
+                _same(written.get(path, frozen), frozen)
                 for path, frozen in getattr(graph, "attribute_reads", {}).items()
             )
         ]
@@ -226,6 +233,19 @@ class BendedModule:
             self._graphs[fn], _ = self._convert(fn, self._examples[fn])
             self._forget_runners(fn)
         return bool(stale)
+
+    def _check_unfollowed(self, name: str, error: ConversionError) -> None:
+        """Refuse a setter the converter cannot follow where a converted graph reads an
+        attribute it assigns (that graph would go on with the old value)."""
+        assigned = assigned_attributes(self.module, f"set_{name}")
+        readers = [
+            fn for fn, graph in self._graphs.items() if assigned & set(graph.attribute_reads)
+        ]
+        if readers:
+            raise BendingError(
+                f"set_{name} cannot be followed into the converted graph of {', '.join(readers)} "
+                f"({error}): the attribute cannot be set while it plays converted"
+            )
 
     def argument_names(self, fn: str = "forward") -> list[str]:
         """The arguments of the module's method ``fn``, in order."""
@@ -692,3 +712,12 @@ def _emit(table: str, out: str | None) -> str:
     if out is not None:
         write_text(out, table + "\n")
     return table
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two attribute values are the same: tensors by identity, containers item by item."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return a is b
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    return a == b

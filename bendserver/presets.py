@@ -40,6 +40,9 @@ class Preset:
     #: what its ops bend: weight names with their shapes, layer outputs (None) (see preset_fit)
     targets: dict[str, list[int] | None] = field(default_factory=dict)
     midi: list[Mapping] = field(default_factory=list)  #: MIDI mappings saved with it
+    #: An nn~ file's attributes it sets, each with its values (a sound file's path for a
+    #: tensor or buffer), in the order they were set.
+    attributes: dict[str, list[Any]] = field(default_factory=dict)
     #: A rack's preset: each node's own under its name (then the fields above are unused).
     nodes: dict[str, Preset] = field(default_factory=dict)
 
@@ -54,6 +57,7 @@ class Preset:
             "targets": dict(self.targets),
             "weights": {"version": self.version, "interpolation": self.interpolation},
             "engine": {"gain": self.gain, "mix": self.mix},
+            **({"attributes": dict(self.attributes)} if self.attributes else {}),
             **midi,
         }
 
@@ -129,6 +133,7 @@ PRESET_KEYS = (
     "targets",
     "midi",
     "nodes",
+    "attributes",
 )
 
 
@@ -176,7 +181,23 @@ def _preset(name: str, data: Any) -> Preset:
         disabled=[expect(op_id, "text", f"disabled[{i}]") for i, op_id in enumerate(disabled)],
         targets=_targets(optional(data, "targets", "object", "", {})),
         midi=mappings_from_list(data.get("midi", []), "midi"),
+        attributes=_attributes(optional(data, "attributes", "object", "", {})),
     )
+
+
+def _attributes(data: dict[str, Any]) -> dict[str, list[Any]]:
+    """A preset's ``attributes``: names, each with a list of numbers, flags and strings."""
+    attributes = {}
+    for name, values in data.items():
+        key = f"attributes.{name}"
+        listed = expect(values, "list", key)
+        for index, value in enumerate(listed):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                expect(value, "number", f"{key}[{index}]")  # a finite one
+            elif not isinstance(value, (bool, str)):
+                raise BendingError(f"{key}[{index}] is a number, true/false or a string")
+        attributes[name] = listed
+    return attributes
 
 
 def _targets(data: dict[str, Any]) -> dict[str, list[int] | None]:

@@ -29,6 +29,8 @@ from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
 from .files import same_file, writing
+from .frames import SUFFIXES as FRAMES
+from .frames import is_frames_file, read_frames, write_frames
 from .readers import decimal, read_text
 
 log = logging.getLogger("bendserver.render")
@@ -182,31 +184,25 @@ def render_file(
     render's start. ``progress`` is advanced by the seconds of input rendered. NaN/Inf in the
     model's output are counted by block and logged.
     """
-    if engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1:
-        raise BendingError(f"render plays audio-to-audio methods; '{engine.method}' is not one")
     output = Path(output)
-    output_subtype(output)
+    _check_rates(engine, Path(source), output)
     if output.exists() and not force:
         raise BendingError(f"{output} exists: pass --force to overwrite it")
+    if engine.spec.in_ratio != 1:
+        return _render_from_frames(engine, Path(source), output, score, sample_rate, keep_latency)
     audio, info = read_sound(Path(source))
     rate, frames = info.samplerate, audio.shape[-1]
     if mono:
         audio = fit_channels(audio, 1)
-    if engine.adapts:  # made without streams: one stream per channel of this file
-        engine.set_streams(streams_for(audio.shape[0], engine.spec.in_channels))
-    if audio.shape[0] > engine.in_channels:
-        raise BendingError(
-            f"{source} has {audio.shape[0]} channels and the engine plays {engine.in_channels}: "
-            f"make it with streams={audio.shape[0] // engine.spec.in_channels} (one stream a "
-            "channel), or mix down (--mono)"
-        )
-    audio = fit_channels(audio, engine.in_channels, str(source))
+    audio = _fitted(engine, audio, source)
     if rate != engine.sample_rate and not resample:
         raise BendingError(
             f"{source} is at {rate} Hz and the model at {engine.sample_rate} Hz: allow "
             "resampling or convert the file first"
         )
     played = resample_audio(audio, rate, engine.sample_rate)
+    if engine.spec.out_ratio != 1:
+        return _render_to_frames(engine, played, source, output, score)
     latency = engine.latency  # the model's output of the file's end comes that much after it
     played = np.pad(played, ((0, 0), (0, latency)))
     out_rate = int(sample_rate or rate)
@@ -235,6 +231,12 @@ def render_file(
             written = writer.finish()
     except sf.LibsndfileError as error:
         raise BendingError(f"cannot write {output}: {error}") from None
+    _report(engine, watch, source)
+    return Rendered(written / out_rate, watch.samples, watch.ranges(), watch.limited())
+
+
+def _report(engine: StreamEngine, watch: OutputWatch, source: Path) -> None:
+    """Log what went wrong in a render: the engine's failures, NaN/Inf in its output."""
     for line in engine.failures():
         log.error("%s (the render went on; counted in errors)", line)
     if watch.samples:
@@ -247,6 +249,114 @@ def render_file(
             watch.ranges(),
             "written as they are (no fuse)" if engine.fuse is None else "the fuse wrote 0 for them",
         )
+
+
+def _check_rates(engine: StreamEngine, source: Path, output: Path) -> None:
+    """A method at a control rate reads or writes frames files (:mod:`.frames`), an audio one
+    sound files: anything else is refused, saying which."""
+    spec, method = engine.spec, engine.method
+    if spec.in_ratio != 1 and not is_frames_file(source):
+        raise BendingError(
+            f"'{method}' takes frames (one per {spec.in_ratio} samples, {spec.in_channels} "
+            f"channels): give a frames file ({' or '.join(FRAMES)}), such as an encode renders"
+        )
+    if spec.in_ratio == 1 and is_frames_file(source):
+        raise BendingError(f"'{method}' takes audio: give a sound file, not {source.name}")
+    if spec.out_ratio != 1 and not is_frames_file(output):
+        raise BendingError(
+            f"'{method}' gives frames (one per {spec.out_ratio} samples): write them to a frames "
+            f"file ({' or '.join(FRAMES)}; a sound file's rate cannot be "
+            f"{engine.sample_rate}/{spec.out_ratio} Hz)"
+        )
+    if spec.out_ratio == 1:
+        if is_frames_file(output):
+            raise BendingError(f"'{method}' gives audio: write a sound file, not {output.name}")
+        output_subtype(output)
+
+
+def _fitted(engine: StreamEngine, signal: np.ndarray, source: Path) -> np.ndarray:
+    """``signal`` [channels, n] fitted to the engine's channels: an engine made without
+    streams takes one stream per method's channels of it."""
+    if engine.adapts:  # made without streams: one stream per channel of this file
+        engine.set_streams(streams_for(signal.shape[0], engine.spec.in_channels))
+    if signal.shape[0] > engine.in_channels:
+        raise BendingError(
+            f"{source} has {signal.shape[0]} channels and the engine plays {engine.in_channels}: "
+            f"make it with streams={signal.shape[0] // engine.spec.in_channels} (one stream a "
+            "channel), or mix down (--mono)"
+        )
+    return fit_channels(signal, engine.in_channels, str(source))
+
+
+def _render_to_frames(
+    engine: StreamEngine,
+    played: np.ndarray,
+    source: Path,
+    output: Path,
+    score: list[ScoreEvent] | None,
+) -> Rendered:
+    """Audio at the model's rate through a method giving frames, into a frames file."""
+    seconds = played.shape[-1] / engine.sample_rate
+    watch = _frames_into(engine, played, _player(engine, score or [], seconds, source), output)
+    _report(engine, watch, source)
+    return Rendered(seconds, watch.samples, watch.ranges(), 0)
+
+
+def _frames_into(
+    engine: StreamEngine, played: np.ndarray, player: ScorePlayer, output: Path
+) -> OutputWatch:
+    """Play ``played`` (audio, or frames at the input's rate) through a method giving frames;
+    its frames into the frames file ``output``."""
+    watch = OutputWatch(engine)
+    blocks = []
+    for block in _blocks(engine, played, player):
+        watch.count(block)
+        blocks.append(block)
+    seconds = engine.spec.out_ratio / engine.sample_rate
+    write_frames(output, np.concatenate(blocks, axis=-1), seconds)
+    return watch
+
+
+def _render_from_frames(
+    engine: StreamEngine,
+    source: Path,
+    output: Path,
+    score: list[ScoreEvent] | None,
+    sample_rate: int | None,
+    keep_latency: bool,
+) -> Rendered:
+    """A frames file through a method taking frames, into a sound file (``decode``) or a frames
+    file; an audio output's latency is trimmed as :func:`render_file` does."""
+    frames = _fitted(engine, read_frames(source), source)
+    ratio, count = engine.spec.in_ratio, frames.shape[-1]
+    latency = engine.latency if engine.spec.out_ratio == 1 else 0
+    played = np.pad(frames, ((0, 0), (0, -(-latency // ratio))))
+    seconds = count * ratio / engine.sample_rate
+    player = _player(engine, score or [], seconds, source)
+    if engine.spec.out_ratio != 1:
+        watch = _frames_into(engine, played, player, output)
+        _report(engine, watch, source)
+        return Rendered(seconds, watch.samples, watch.ranges(), 0)
+    watch = OutputWatch(engine)
+    out_rate = int(sample_rate or engine.sample_rate)
+    samples = count * ratio + (latency if keep_latency else 0)
+    wanted = round(samples * out_rate / engine.sample_rate)
+    try:
+        with (
+            writing(output) as temp,
+            sf.SoundFile(
+                str(temp), "w", out_rate, engine.out_channels, subtype=output_subtype(output)
+            ) as file,
+        ):
+            _without_peak_time(file)
+            writer = _Writer(file, engine, out_rate, wanted, 0 if keep_latency else latency)
+            for block in _blocks(engine, played, player):
+                watch.count(block)
+                writer.write(block)
+            written = writer.finish()
+    except sf.LibsndfileError as error:
+        raise BendingError(f"cannot write {output}: {error}") from None
+    _report(engine, watch, source)
     return Rendered(written / out_rate, watch.samples, watch.ranges(), watch.limited())
 
 

@@ -41,6 +41,7 @@ from .audio.ring import RingBackend
 from .audiofile import sound_info, streams_for
 from .control import Controller
 from .engine import StreamEngine
+from .engine.frames import FrameEnds, HeldFrame, frame_taps
 from .engine.node import Node
 from .engine.rack import Rack
 from .errors import BendingError
@@ -48,6 +49,7 @@ from .loader import DEFAULT_MODEL, add_versions, load_model
 from .midi import MidiInput
 from .midimap import Mapping
 from .osc import OscService
+from .osc.frames import FRAME_RATE, FrameStreams
 from .osc.oscquery import OscQueryService
 from .presets import load_preset, preset_for
 from .switching import ModelSwitcher
@@ -110,6 +112,10 @@ class ServeOptions:
     #: A rack of several nodes (repeated ``-m``, ``--rack``: a RackSpec) played instead of
     #: ``model``; None: the one model.
     rack: Any = None
+    #: Frames a second each stream of a method at a control rate sends at most over OSC.
+    frame_rate: float = FRAME_RATE
+    #: torch's random seed when the audio starts (models that draw noise); None: not set.
+    seed: int | None = None
 
 
 class Server:
@@ -123,10 +129,28 @@ class Server:
         mappings: list[Mapping] = []  # the MIDI mappings of the preset it starts with
         if engine is None:
             engine, mappings = _engine(options)
-        if engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1:
-            raise BendingError(f"serve plays audio-to-audio methods; '{engine.method}' is not one")
         #: The rack that plays (a node of it swapped live by ``/model/load``, ``/<node>/load``).
         self.engine = engine
+        #: Frames its methods at a control rate give or take, over OSC (None: there are none).
+        self.frames: FrameStreams | None = None
+        held = None
+        if engine.spec.in_ratio != 1:
+            if options.input != "silence":
+                raise BendingError(
+                    f"'{engine.method}' takes frames, which come over OSC (/in/...): give no "
+                    "--input"
+                )
+            first = engine.nodes[engine.order[0]]
+            held = HeldFrame(first.in_channels, first.in_frames)
+        taps = frame_taps(engine)
+        if taps or held is not None:
+            self.frames = FrameStreams(
+                engine, taps, held, options.reply_port, options.reply_host, options.frame_rate
+            )
+        #: What the audio device plays: the rack, its frames at a control rate held or silent.
+        frames = engine.spec.in_ratio != 1 or engine.spec.out_ratio != 1
+        self.played = FrameEnds(engine, held) if frames else engine
+        played = self.played
         self.fallback = options.audio is None and not has_default_output()
         null = options.audio == "null" or self.fallback
         self.mode = options.latency_mode or ("direct" if null else "ring")
@@ -140,13 +164,16 @@ class Server:
         ring = self.mode == "ring"
         # The ring's callback needs no GIL: the gate only keeps control work out of a compute.
         self.gate = ComputeGate(None if ring else self.clock)
+        if self.frames is not None:
+            self.frames.use_gate(self.gate)
         self.processor: Any = None
         if not ring:
             processor_class = DirectProcessor if self.mode == "direct" else ThreadedProcessor
-            self.processor = processor_class(engine, self.device_block, self.gate)
+            self.processor = processor_class(played, self.device_block, self.gate)
         frames = engine.block if ring else self.device_block
-        self.source, device_input = _source(options.input, engine, frames)
+        self.source, device_input = _source(options.input, played, frames)
         self.controller = Controller(engine, counters=self.counters)
+        self.controller.frames = self.frames
         self.controller.midi.replace(mappings)
         self.controller.switcher = ModelSwitcher(
             engine, options.models_dir, options.trust_model, options.xfade_ms
@@ -174,9 +201,11 @@ class Server:
             self.oscquery = self._oscquery()
             if self.oscquery is not None:
                 self._parts.append(self.oscquery)
+            if self.frames is not None:  # stopped after OSC, which hands it frames
+                self._parts.append(self.frames)
             if ring:
                 self.backend = self.callback = RingBackend(
-                    engine,
+                    played,
                     self.source,
                     self.clock,
                     self.gate,
@@ -200,7 +229,7 @@ class Server:
                 self.recorder = Recorder(
                     Path(options.record),
                     engine.sample_rate,
-                    engine.out_channels,
+                    played.out_channels,
                     frames,
                     force=options.force,
                 )
@@ -222,7 +251,8 @@ class Server:
         if port is None:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
         name = f"bendserver {_title(self.engine)}"
-        meters = self.meters = Meters(self.engine, self.counters)  # the control page's
+        recent = self.frames.recent if self.frames is not None else None
+        meters = self.meters = Meters(self.engine, self.counters, recent)  # the control page's
         make = lambda p: OscQueryService(
             self.controller, options.osc_host, p, self.osc.port, self.gate, name,
             options.zeroconf, options.allow, self.osc.submit, meters,
@@ -240,7 +270,7 @@ class Server:
         return next(iter(self.engine.nodes.values()))
 
     def _backend(self, device_input: str | None, null: bool) -> DeviceBackend | NullBackend:
-        engine, audio = self.engine, self.options.audio
+        engine, audio = self.played, self.options.audio
         if null:
             if device_input is not None:
                 raise BendingError("the null backend has no input: use --input FILE or silence")
@@ -269,8 +299,12 @@ class Server:
         sys.setswitchinterval(SWITCH_INTERVAL)
         if self.processor is not None:
             self.processor.start()
+        if self.options.seed is not None:  # what the model draws from here: a take repeats
+            torch.manual_seed(self.options.seed)
         self.backend.start()
         self.osc.start()
+        if self.frames is not None:
+            self.frames.start()
         if self.midi is not None:
             self.midi.start()
         if self.oscquery is not None:
@@ -401,6 +435,8 @@ class Server:
             lines.append(
                 f"midi       {self.midi.name}, {len(self.controller.midi.mappings())} mappings"
             )
+        if self.frames is not None:
+            lines.append(f"frames     {self.frames.describe()}")
         if self.recorder is not None:
             lines.append(f"recording  {self.recorder.path}")
         lines.append(f"try        {self.example()}")

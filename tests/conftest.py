@@ -21,3 +21,12 @@ def replies():
     listener = Replies()
     yield listener
     listener.close()
+
+
+@pytest.fixture(scope="session")
+def kinds(tmp_path_factory):
+    """An nn~ file made by the nn-tilde package, with attributes of every type (tests/nn_files.py),
+    built once for the session."""
+    from nn_files import kinds_file
+
+    return kinds_file(tmp_path_factory.mktemp("kinds"))

@@ -293,3 +293,138 @@ def test_the_tap_returns_what_was_recorded_across_its_wrap():
     assert 0 < dry.shape[1] < 8192 and dry[0, -1] == signal[0, -1]
     tap.record(np.zeros((2, 10), np.float32), np.zeros((2, 10), np.float32))
     assert tap.written == 20_000, "a block of other channels is not recorded"
+
+
+# -- an nn~ file's attributes and frames --------------------------------------------------------
+
+
+def attribute(page, name):
+    """The fields of attribute ``name``'s row on the page."""
+    return page.locator(f'.attribute[data-path="/attr/{name}"] .fields > *')
+
+
+def changed(field, value):
+    """Type ``value`` into a page's field and leave it, as a user does (a change event)."""
+    field.fill(value)
+    field.dispatch_event("change")
+
+
+def test_attributes_of_each_type_set_on_the_page_play_as_the_file_s_setters(
+    browser, kinds, tmp_path
+):
+    import soundfile as sf
+    import torch
+    from nn_files import direct
+
+    table = tmp_path / "table.wav"
+    sf.write(table, np.linspace(-0.5, 0.5, 64, dtype=np.float32), 44100, subtype="FLOAT")
+    source = tmp_path / "in.wav"
+    noise = 0.4 * np.random.default_rng(0).standard_normal(44100)
+    sf.write(source, noise.astype(np.float32), 44100, subtype="FLOAT")
+    options = ServeOptions(
+        model=str(kinds), audio="null", input=str(source), osc_port=0, reply_port=0,
+        zeroconf=False, no_fuse=True, trust_model=True,
+    )  # fmt: skip
+    with Server(options) as server:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(f"{server.oscquery.url}/ui")
+        page.wait_for_selector('.attribute[data-path="/attr/mix"]', timeout=10_000)
+        assert page.locator("#attributes").is_visible()
+        changed(attribute(page, "gain").nth(0), "0.25")
+        changed(attribute(page, "steps").nth(0), "3")
+        attribute(page, "flip").nth(0).click()
+        attribute(page, "mode").nth(0).select_option("clip")
+        mix = attribute(page, "mix")
+        assert mix.count() == 4 and mix.nth(3).get_attribute("type") == "checkbox"
+        mix.nth(0).fill("4")
+        mix.nth(1).fill("wet")
+        changed(mix.nth(2), "0.25")
+        changed(attribute(page, "table").nth(0), str(table))
+        changed(attribute(page, "buf").nth(0), str(table))  # a buffer: every channel, the rate
+        wanted = {
+            "gain": (0.25,), "steps": (3,), "flip": (True,), "mode": ("clip",),
+            "mix": (4, "wet", 0.25, True), "table": (str(table),), "buf": (str(table),),
+        }  # fmt: skip
+        deadline = time.monotonic() + 5
+        while True:
+            applied = {n: tuple(map(str, v)) for n, v in server.engine.applied_state.attributes}
+            if applied == {n: tuple(map(str, v)) for n, v in wanted.items()}:
+                break
+            assert time.monotonic() < deadline, f"the page set {applied}"
+            time.sleep(0.05)
+        since = server.meters.tap.written + 2048  # a block later: every change played
+        while server.meters.tap.written < since + 8192:
+            time.sleep(0.05)
+        dry, out, _ = server.meters.tap.read(since, most=4096)
+        held = server.engine.model.module.get_buf()[0]
+        page.close()
+    module = direct(kinds, 44100)
+    samples = torch.from_numpy(sf.read(table, dtype="float32")[0])
+    assert module.set_buffer_attribute("buf#0", samples[None], 44100) == 0
+    for name, arguments in wanted.items():
+        if name in ("table", "buf"):
+            arguments = (samples,) if name == "table" else ("buf#0",)
+        assert getattr(module, f"set_{name}")(*arguments) == 0
+    assert held == module.get_buf()[0], "the buffer holds what nn~'s setters put there"
+    with torch.no_grad():
+        want = module(torch.from_numpy(dry)[None])[0].numpy()
+    np.testing.assert_allclose(out, want, atol=1e-6)
+
+
+RAVE_EXPORT = Path(os.environ.get("BENDSERVER_RAVE_DIR", "/nonexistent")) / "rave_v2_streaming.ts"
+RAVE_SCREENSHOT = ROOT / "docs" / "images" / "rave-page.png"
+
+
+@pytest.mark.skipif(not RAVE_EXPORT.is_file(), reason="BENDSERVER_RAVE_DIR holds no RAVE export")
+def test_a_rave_export_s_page_shows_its_model_and_attributes(browser, tmp_path):
+    options = ServeOptions(
+        model=str(RAVE_EXPORT), audio="null", osc_port=0, reply_port=0, zeroconf=False,
+        trust_model=True,
+    )  # fmt: skip
+    with Server(options) as server:
+        page = browser.new_page(viewport=VIEWPORT)
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{server.oscquery.url}/ui")
+        page.wait_for_selector('.attribute[data-path="/attr/learn_target"]', timeout=20_000)
+        assert "rave_v2_streaming (forward, 44100 Hz)" in page.locator("#model").text_content()
+        for name in ("learn_target", "reset_target", "learn_source", "reset_source"):
+            assert attribute(page, name).nth(0).get_attribute("type") == "checkbox", name
+        none = page.locator('.attribute[data-path="/attr/none"] output').text_content()
+        assert none == "(no setter; no getter)"
+        page.wait_for_function("() => window.bendserver.meters >= 2", timeout=10_000)
+        shot = tmp_path / "rave-page.png"
+        page.screenshot(path=shot)
+        page.close()
+    assert not errors, errors
+    if os.environ.get("BENDSERVER_SCREENSHOT") == "1":  # the docs' screenshot, made anew
+        shutil.copyfile(shot, RAVE_SCREENSHOT)
+    assert png_size(shot) == (VIEWPORT["width"], VIEWPORT["height"])
+
+
+def test_a_method_giving_frames_is_plotted_on_the_page(browser, kinds, tmp_path):
+    import soundfile as sf
+
+    source = tmp_path / "in.wav"
+    sf.write(source, 0.3 * np.random.default_rng(1).standard_normal(44100), 44100)
+    options = ServeOptions(
+        model=str(kinds), method="level", audio="null", input=str(source),
+        osc_port=0, reply_port=0, zeroconf=False, trust_model=True,
+    )  # fmt: skip
+    with Server(options) as server:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(f"{server.oscquery.url}/ui")
+        canvas = 'canvas[data-address="/out/kinds/level"]'
+        page.wait_for_selector(canvas, timeout=10_000)
+        assert "(2 ch, 1/256)" in page.locator("#frames .note").text_content()
+        drawn = page.evaluate(
+            f"""() => {{
+              const c = document.querySelector('{canvas}');
+              const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+              let lit = 0;
+              for (let i = 3; i < d.length; i += 4) lit += d[i] > 0;
+              return lit;
+            }}"""
+        )
+        page.close()
+    assert drawn > 500, "the frames are drawn as lines"

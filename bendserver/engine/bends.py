@@ -14,13 +14,14 @@ import contextlib
 import copy
 import itertools
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
 
+from ..attributes import Attribute
 from ..bending.base import BendingOp, State
 from ..errors import BendingError
 from ..module import BendedModule
@@ -118,14 +119,17 @@ class Bends:
         optimize: Callable[[torch.fx.GraphModule], Callable[..., Any]],
         graphs: CudaGraphs | None = None,
         fold: bool = False,
+        attributes: Mapping[str, Attribute] | None = None,
     ) -> None:
         """``route(uid, name, value)``: a bound method of the engine, called when a live op's
         parameter is assigned from Python; ``optimize``: what each built graph goes through;
         ``graphs``: the engine's CUDA graph capture, if any (while it captures, switching an
         activation op on or off builds another graph: a captured graph runs the ops that were
         on when it was captured); ``fold``: fold per-channel ops into the layers reading their
-        activations where that is exact (:meth:`folded`)."""
+        activations where that is exact (:meth:`folded`); ``attributes``: a TorchScript
+        file's nn~ attributes (what their setters are called with)."""
         self.bended = bended
+        self.attributes = dict(attributes or {})
         self._optimize = optimize
         self.bank = bended.weight_bank
         self.method = method
@@ -322,7 +326,8 @@ class Bends:
             tensor = self.live[uid].op.value_tensor(name)
             payload.ramps.append(((uid, name), Ramp(tensor, value, blocks)))
         payload.enabled = [(self.live[uid].op, flag) for uid, flag in plan.enabled]
-        if plan.attributes and self.bended.set_attributes(state.attributes):
+        calls = [(name, self.attributes[name].arguments(v)) for name, v in state.attributes]
+        if plan.attributes and self.bended.set_attributes(calls):
             self._graphs.clear()  # a converted .ts graph froze an attribute a setter changed
             payload.forward = self.forward(self.structure(state))
         elif plan.structure is not None:

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.fx
 
+from ..attributes import Attribute, shown
 from ..bending.base import BendingOp
 from ..bending.config import BendingConfig
 from ..bending.weights import DEFAULT_VERSION
@@ -38,7 +39,7 @@ from ..preset_fit import bent_targets, check_fit
 from ..presets import Preset, load_preset
 from ..slices import breathe
 from ..tracing import restoring_buffers
-from ..tracing.script import ConversionError
+from ..tracing.script import ConversionError, setter_writes
 from .bends import Bends, Payload
 from .commands import CommandQueue, Ramp
 from .cuda_graph import CudaGraphs
@@ -137,6 +138,7 @@ class Node:
             self._optimized,
             self.cuda_graphs,
             fold=optimize != "none",
+            attributes=self.model.attributes,
         )
         initial = BendingState(version=self.bended.weight_bank.default_name)
         self.timeline = Timeline(initial, self._bends, self.commands)
@@ -206,7 +208,14 @@ class Node:
 
     def _trace(self, unbended: bool = True) -> None:
         """Trace the method for the engine's batch; ``unbended``: play it without ops (what
-        plays before the first change; a scripted file's method always)."""
+        plays before the first change; a scripted file's method always). What the method
+        draws meanwhile (RAVE's encoder samples) leaves torch's random stream as it was: the
+        first block draws what a direct call after the same ``torch.manual_seed`` draws."""
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            self._traced(unbended)
+
+    def _traced(self, unbended: bool) -> None:
         shape = (self.streams, self.spec.in_channels, self.in_frames)
         example = torch.zeros(shape, device=self.device)
         self.bended.streams = self.streams
@@ -216,6 +225,9 @@ class Node:
             with torch.inference_mode(), restoring_buffers(self.model.module):
                 with self._streams_refused():
                     shape = tuple(self._forward(example).shape)
+            if len(shape) == 3 and shape[1] < self.spec.out_channels:  # as nn~: zeros for the
+                self._forward = _zero_filled(self._forward, self.spec.out_channels)  # rest
+                shape = (shape[0], self.spec.out_channels, shape[2])
             self._check_output(shape)
             self._forward = self._captured(self._forward, self.model.module)
         else:
@@ -439,8 +451,10 @@ class Node:
         if payload.forward is not None:
             payload.replaced.append(self._forward)
             self._forward = payload.forward
-        for name, value in payload.attributes.items():
-            getattr(self.model.module, f"set_{name}")(value)
+        for name, values in payload.attributes.items():
+            code = self.model.attributes[name].apply(self.model.module, values)
+            if code < 0:
+                raise BendingError(f"set_{name} returned {code}: the file refused the value")
         if payload.reset:
             self.reset_state()
             if self.on_reset is not None:
@@ -614,36 +628,38 @@ class Node:
         self.bended.weight_bank.check_version(version)
         self._submit(lambda state: state.weights(version, None), at, f"version {version}")
 
-    def set_attribute(self, name: str, value: Any, at: int | None = None) -> None:
-        """Set an nn~ TorchScript file's attribute (its ``set_<name>``) at a block boundary; the
-        value takes the type of the current one (``get_<name>``)."""
-        if name not in self.model.attributes:
-            raise BendingError(
-                f"no attribute '{name}'; this model's attributes are {self.model.attributes}"
+    def set_attribute(self, name: str, values: Any, at: int | None = None) -> None:
+        """Set an nn~ TorchScript file's attribute (its ``set_<name>``) at a block boundary:
+        ``values`` (a value, or a sequence of one per value the setter takes) typed as its
+        setter takes them, a sound file read for a tensor or buffer
+        (:mod:`bendserver.attributes`). A value the file's setter refuses (it returns -1) is
+        refused here, changing nothing."""
+        spec = self.attribute_spec(name)
+        typed = spec.parse(list(values) if isinstance(values, (list, tuple)) else [values])
+        try:
+            _, code = setter_writes(
+                self.model.module, name, spec.arguments(typed), self.bended.script_attributes
             )
-        current = self.attribute(name)
-        if isinstance(current, bool) or isinstance(value, bool):
-            value = bool(value)
-        elif isinstance(current, int) and isinstance(value, (int, float)):
-            if float(value) != int(value):
-                raise BendingError(f"attribute '{name}' takes a whole number, got {value!r}")
-            value = int(value)
-        elif isinstance(current, float) and isinstance(value, (int, float)):
-            value = _finite(name, value, -math.inf, math.inf)
-        elif not isinstance(value, type(current)):
-            raise BendingError(
-                f"attribute '{name}' takes a {type(current).__name__}, got {value!r}"
-            )
-        self._submit(lambda state: state.with_attribute(name, value), at, f"attribute {name}")
+        except ConversionError:  # a setter the converter cannot follow: its code is seen later
+            code = 0
+        if isinstance(code, int) and code < 0:
+            shown_values = " ".join(str(shown(v)) for v in typed)
+            raise BendingError(f"the file's set_{name} refuses {shown_values} (it returned {code})")
+        self._submit(lambda state: state.with_attribute(name, typed), at, f"attribute {name}")
 
-    def attribute(self, name: str) -> Any:
-        """An attribute's pending value (the file's own until set)."""
+    def attribute(self, name: str) -> tuple[Any, ...]:
+        """An attribute's pending values (the file's own, from its getter, until set)."""
+        spec = self.attribute_spec(name)
         pending = dict(self.state.attributes)
-        if name in pending:
-            return pending[name]
-        if name not in self.model.attributes:
-            raise BendingError(f"no attribute '{name}'; attributes: {self.model.attributes}")
-        return getattr(self.model.module, f"get_{name}")()
+        return pending[name] if name in pending else spec.read(self.model.module)
+
+    def attribute_spec(self, name: str) -> Attribute:
+        """The description of the file's attribute ``name`` (refused where there is none)."""
+        spec = self.model.attributes.get(name)
+        if spec is None:
+            listed = ", ".join(self.model.attributes) or "none"
+            raise BendingError(f"no attribute '{name}'; this model's attributes: {listed}")
+        return spec
 
     def set_gain(self, gain: float, at: int | None = None) -> None:
         gain = _finite("gain", gain, 0.0, 16.0)
@@ -678,6 +694,8 @@ class Node:
 
             def change(state: BendingState) -> BendingState:
                 new = replace(state, ops=loaded, gain=checked.gain, mix=checked.mix)
+                for name, values in checked.attributes:
+                    new = new.with_attribute(name, values)
                 return new.weights(checked.version, checked.interpolation)
 
             self._submit(change, at, f"preset {preset.name}")
@@ -699,7 +717,13 @@ class Node:
         bank.check_version(version)
         interpolation = bank.normalised(preset.interpolation) if preset.interpolation else None
         gain, mix = _finite("gain", preset.gain, 0.0, 16.0), _finite("mix", preset.mix, 0.0, 1.0)
-        return _CheckedPreset(preset, config, version, interpolation, gain, mix)
+        attributes = []
+        for name, values in preset.attributes.items():
+            try:
+                attributes.append((name, self.attribute_spec(name).parse(values)))
+            except BendingError as error:
+                raise BendingError(f"preset '{preset.name}': {error}") from None
+        return _CheckedPreset(preset, config, version, interpolation, gain, mix, tuple(attributes))
 
     def bending_config(self, at: int | None = None) -> BendingConfig:
         """The bends of the pending state (or of the state at sample ``at``) as a config with
@@ -729,6 +753,7 @@ class Node:
                 model=self.model.name,
                 disabled=[op.op_id for op in state.ops if not op.enabled],
                 targets=bent_targets(self.bended, (k for op in state.ops for k in op.keys)),
+                attributes={name: [shown(v) for v in values] for name, values in state.attributes},
             )
 
     # -- reporting ---------------------------------------------------------------------------
@@ -757,6 +782,20 @@ class _CheckedPreset:
     interpolation: dict[str, float] | None
     gain: float
     mix: float
+    attributes: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+
+def _zero_filled(call: Callable[..., Any], channels: int) -> Callable[..., Any]:
+    """A direct scripted call whose output may have fewer channels than the method declares,
+    completed with zeros as nn~ plays it (nn-tilde's buffer example before its buffer is
+    filled); more channels are refused by the output's check."""
+
+    def filled(x: torch.Tensor) -> torch.Tensor:
+        y = call(x)
+        missing = channels - y.shape[1]
+        return torch.cat([y, y.new_zeros(y.shape[0], missing, y.shape[2])], 1) if missing else y
+
+    return filled
 
 
 def _checked_streams(streams: Any) -> int:

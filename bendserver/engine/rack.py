@@ -109,6 +109,8 @@ class Rack:
             node.on_reset = self._reset_fuse
         #: Copies of each block in and out for a meter (None: no copies; see ``engine.tap``).
         self.tap: BlockTap | None = None
+        #: Copies of the frames of nodes giving frames, by node (see :mod:`.frames`).
+        self.frame_taps: dict[str, Any] = {}
         self.fuse = (
             OutputFuse(self.out_channels, self.sample_rate, ceiling)
             if fuse and self.spec.out_ratio == 1
@@ -172,10 +174,13 @@ class Rack:
         return list(self._inputs[target])
 
     def __getattr__(self, name: str) -> Any:
-        """A node's method or attribute asked of a rack of several (``/bend/...`` sent to the
-        rack, not to one of its nodes): refused, naming the nodes."""
+        """A node's method or attribute asked of the rack (``/bend/...``, ``/attr/...`` sent to
+        the rack, not to one of its nodes): a one-node rack's is its node's, however the node
+        was named (``-m file.ts:method``); a rack of several refuses, naming the nodes."""
         if name.startswith("_") or "nodes" not in self.__dict__:
             raise AttributeError(name)
+        if len(self.nodes) == 1:
+            return getattr(self._first, name)
         raise BendingError(
             f"this rack plays several nodes ({', '.join(self.nodes)}): send this to one of them, "
             f"/<node>/... (its {name} is that node's)"
@@ -282,6 +287,9 @@ class Rack:
             else:
                 outputs[name] = node.process(x)
             node.compute.record(time.perf_counter() - node_started, self._budget)
+        for name, frames in self.frame_taps.items():
+            if name in outputs:
+                frames.record(outputs[name])
         out = self._gathered(OUT, outputs)
         if self.fuse is not None:
             out = self.fuse.process(out)
@@ -318,15 +326,16 @@ class Rack:
         return total
 
     def stream(self, audio: np.ndarray) -> Iterator[np.ndarray]:
-        """:meth:`process` over ``audio`` [channels, frames], block after block: the last block is
-        padded with silence and its output cut to the input's length."""
-        frames = audio.shape[-1]
-        for start in range(0, frames, self.block):
-            chunk = audio[:, start : start + self.block]
-            if chunk.shape[-1] < self.block:
-                chunk = np.pad(chunk, ((0, 0), (0, self.block - chunk.shape[-1])))
-            out = self.process(np.ascontiguousarray(chunk, dtype=np.float32))
-            yield out[:, : min(self.block, frames - start)]
+        """:meth:`process` over ``audio`` [channels, frames] (audio, or frames at the input's
+        rate), block after block: the last block is padded with zeros and its output cut to
+        what the input covers (a frame at a control rate that starts inside it counts)."""
+        frames, step, out = audio.shape[-1], self.in_frames, self.out_frames
+        for start in range(0, frames, step):
+            chunk = audio[:, start : start + step]
+            if chunk.shape[-1] < step:
+                chunk = np.pad(chunk, ((0, 0), (0, step - chunk.shape[-1])))
+            played = self.process(np.ascontiguousarray(chunk, dtype=np.float32))
+            yield played[:, : min(out, -(-(frames - start) * out // step))]
 
     def __call__(
         self, audio: np.ndarray | torch.Tensor, sample_rate: int, reset: bool = True

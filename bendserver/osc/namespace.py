@@ -51,11 +51,11 @@ class Namespace:
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it (a rack
         of several: its own addresses, then each node's under ``/<node>``)."""
-        nodes = self._nodes()
-        state = None if nodes else self.controller.engine.applied_state  # what /get reads
+        nodes, ctl = self._nodes(), self.controller
+        state = None if nodes else ctl.engine.applied_state  # what /get reads
         found: dict[str, Address] = {}
         for entry in ADDRESSES:
-            if nodes and not entry.rack:
+            if (nodes and not entry.rack) or (entry.needs and not getattr(ctl, entry.needs)):
                 continue
             for path in self._expand(state, entry.parts, []):
                 if route(path).entry is entry:  # a more literal entry may take it
@@ -129,6 +129,12 @@ class Namespace:
         of several: no state, its nodes' names)."""
         if word == "<node>" and done == ["node"]:
             return list(getattr(self.controller.engine, "order", []))
+        frames = self.controller.frames
+        if done[:1] == ["in"]:  # the first node's method, where it takes frames
+            first = frames.first if frames is not None else None
+            if first is None:
+                return []
+            return [first] if word == "<node>" else [self.controller.engine.nodes[first].method]
         if state is None:
             return []
         if word == "<id>":
@@ -140,8 +146,12 @@ class Namespace:
         return []  # <address> of /get, /scheduled: the VALUE of each node answers /get
 
     def _method(self, path: str, entry: Address) -> Node:
+        if entry.pattern == "/attr/<name>":
+            return self._attribute(path, entry)
         schema = entry.schema
         args = list(schema.required) + list(schema.repeated) * schema.min_repeats
+        if entry.pattern == "/in/<node>/<method>":  # a value per channel of the frame
+            args = list(schema.required) * self.controller.frames.held.channels
         value = self.value(path)
         node: Node = {"FULL_PATH": path, "DESCRIPTION": entry.effect}
         if args:
@@ -160,6 +170,23 @@ class Namespace:
             node["VALUE"] = value
         return node
 
+    def _attribute(self, path: str, entry: Address) -> Node:
+        """An nn~ attribute's node, typed from its setter (:mod:`bendserver.attributes`): a
+        bool an int of 0..1, a string with its choices, a tensor or buffer a sound file's
+        path; readable where it has a getter, writable where it has a setter."""
+        spec = self.controller.engine.attribute_spec(path.rsplit("/", 1)[-1])
+        value = self.value(path) if spec.readable else None
+        node: Node = {"FULL_PATH": path, "DESCRIPTION": f"nn~ attribute {spec.describe()}"}
+        if spec.settable:
+            node["TYPE"] = "".join(_ATTRIBUTE_TAGS[kind] for kind in spec.kinds)
+            node["RANGE"] = [_attribute_range(kind, spec.choices) for kind in spec.kinds]
+            if value is not None and len(value) == len(spec.kinds):
+                value = [_typed(tag, v) for tag, v in zip(node["TYPE"], value, strict=True)]
+        node["ACCESS"] = (READ if value is not None else 0) | (WRITE if spec.settable else 0)
+        if value is not None:
+            node["VALUE"] = value
+        return node
+
     def _range(self, path: str, arg: Arg, index: int) -> Node | None:
         """The RANGE of one argument: MIN and MAX where bounded, VALS where named by a list."""
         if arg.choices:
@@ -170,6 +197,19 @@ class Namespace:
             low, high = param.low, param.high
         bounds = {"MIN": low, "MAX": high}
         return {key: bound for key, bound in bounds.items() if math.isfinite(bound)} or None
+
+
+#: OSC type tags of nn~ attribute kinds (a tensor or buffer: a sound file's path).
+_ATTRIBUTE_TAGS = {"bool": "i", "int": "i", "float": "f", "str": "s", "tensor": "s", "buffer": "s"}
+
+
+def _attribute_range(kind: str, choices: tuple[str, ...]) -> Node | None:
+    """The RANGE of one value of an attribute: 0..1 for a bool, the choices of a string."""
+    if kind == "bool":
+        return {"MIN": 0, "MAX": 1}
+    if kind == "str" and choices:
+        return {"VALS": list(choices)}
+    return None
 
 
 def _op_param(controller: Controller, path: str) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -129,15 +130,33 @@ _CONTAINERS = (list, tuple, dict, str)
 
 
 def setter_writes(
-    module: torch.jit.ScriptModule, name: str, value: Any, attributes: Mapping[str, Any] = ()
-) -> dict[str, Any]:
-    """The scalar attributes ``module.set_<name>(value)`` would write (``path.attr`` -> value),
-    found by running the setter's IR without touching the module (``attributes``: the values
-    earlier setters wrote)."""
+    module: torch.jit.ScriptModule,
+    name: str,
+    arguments: Iterable[Any],
+    attributes: Mapping[str, Any] = (),
+) -> tuple[dict[str, Any], Any]:
+    """The attributes ``module.set_<name>(*arguments)`` would write (``path.attr`` -> value)
+    and what it returns (nn~'s setters: 0 taken, -1 refused), found by running the setter's IR
+    without touching the module (``attributes``: the values earlier setters wrote). A setter
+    reading what the converter cannot (a TorchScript class object) raises ConversionError."""
     converter = ScriptConverter(module, attributes)
     with torch.no_grad(), restoring_buffers(module):
-        converter.run_method(_Module(module, ""), f"set_{name}", [value])
-    return converter.writes
+        outputs = converter.run_method(_Module(module, ""), f"set_{name}", list(arguments))
+    writes = {path: _concrete(value) for path, value in converter.writes.items()}
+    return writes, _concrete(outputs[0]) if outputs else None
+
+
+def assigned_attributes(module: torch.jit.ScriptModule, method: str) -> set[str]:
+    """The attributes of ``module`` itself that ``method`` assigns (``self.x = ...``)."""
+    graph = compat.script_method_graph(module, method)
+    owner = next(iter(graph.inputs())).unique()
+    assigned, blocks = set(), [graph]
+    while blocks:
+        for node in blocks.pop().nodes():
+            if node.kind() == "prim::SetAttr" and node.inputsAt(0).unique() == owner:
+                assigned.add(compat.ir_name(node))
+            blocks.extend(node.blocks())
+    return assigned
 
 
 class ScriptConverter:
@@ -229,7 +248,15 @@ class ScriptConverter:
         path = owner.child(name)
         if path in self._attrs:
             return self._attrs[path]
-        value = self.attributes[path] if path in self.attributes else getattr(owner.module, name)
+        overridden = path in self.attributes
+        try:
+            value = self.attributes[path] if overridden else getattr(owner.module, name)
+        except RuntimeError as error:  # a TorchScript class (an nn~ buffer) Python cannot hold
+            named = re.search(r"__torch__\.[\w.]+\w", str(error))
+            raise ConversionError(
+                f"{path} holds an object of the file's own TorchScript class "
+                f"({named.group(0) if named else 'unnamed'}), which Python cannot read"
+            ) from None
         if isinstance(value, torch.jit.ScriptModule):
             return _Module(value, path)
         if isinstance(value, torch.Tensor):
@@ -348,13 +375,16 @@ class ScriptConverter:
         if schema is None:
             raise ConversionError(f"aten::{name} has no schema ({_where(node)})")
         target = getattr(getattr(torch.ops.aten, name), schema.overload_name or "default")
-        positional, keywords = [], {}
+        positional, keywords, defaults = [], {}, []
         for argument, value in zip(schema.arguments, args, strict=True):
             value = compat.ir_enum(str(argument.real_type), value)
             if argument.kwarg_only:
                 keywords[argument.name] = value
             else:
                 positional.append(value)
+                defaults.append(_is_default(argument, value))
+        while defaults and defaults.pop():  # left to the operator: a public function of its
+            positional.pop()  # name may take them by keyword only (``Tensor.to``'s format)
         returns_tensor = any("Tensor" in str(r.type) for r in schema.returns)
         if not returns_tensor and (not tensors or name in _METADATA):
             return _outputs(target(*_concrete(positional), **_concrete(keywords)), node)
@@ -462,6 +492,21 @@ _LIST_OPS = {
     "__getitem__", "_set_item", "len", "list", "append", "extend", "insert", "pop", "slice",
     "add", "mul", "__contains__", "eq", "ne", "keys", "values", "get",
 }  # fmt: skip
+
+
+def _is_default(argument: Any, value: Any) -> bool:
+    """Whether ``value`` is the schema argument's default (None, or a number, flag or string
+    of the default's own type and value)."""
+    if not argument.has_default_value():
+        return False
+    default = argument.default_value
+    if value is None or default is None:
+        return value is None and default is None
+    return (
+        type(value) is type(default)
+        and isinstance(value, (bool, int, float, str))
+        and (value == default)
+    )
 
 
 def _has_tensor(value: Any) -> bool:

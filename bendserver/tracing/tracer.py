@@ -163,7 +163,7 @@ def restoring_buffers(module: torch.nn.Module) -> Iterator[None]:
     try:
         yield
     finally:
-        with torch.no_grad():
+        with torch.inference_mode():  # a buffer a played block made is an inference tensor
             for buf, value in saved:
                 buf.copy_(value)
 

@@ -29,12 +29,23 @@ FLOOR_DB = -96.0
 
 class Meters:
     """Meters of ``engine``: installs a tap on it; ``counters()`` gives the server's counters
-    (``xruns``, ...), as ``/stats`` has them."""
+    (``xruns``, ...), as ``/stats`` has them; ``frames()`` the newest frames of its methods at
+    a control rate, for a plot (:meth:`bendserver.osc.frames.FrameStreams.recent`)."""
 
-    def __init__(self, engine: StreamEngine, counters: Callable[[], dict[str, float]]) -> None:
+    def __init__(
+        self,
+        engine: StreamEngine,
+        counters: Callable[[], dict[str, float]],
+        frames: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self.engine = engine
         self.counters = counters
-        self.tap = BlockTap(engine.in_channels, engine.out_channels)
+        self.frames = frames
+        spec = engine.spec  # frames at a control rate are plotted, not metered: one channel
+        self.tap = BlockTap(
+            engine.in_channels if spec.in_ratio == 1 else 1,
+            engine.out_channels if spec.out_ratio == 1 else 1,
+        )
         engine.tap = self.tap
         self._frame = 0
         self._block = engine.stats.blocks
@@ -75,6 +86,7 @@ class Meters:
             "spectrum": self._spectrum(recent),
             "spectrum_hz": [LOWEST_HZ, engine.sample_rate / 2],
             "scope": _scope(out if frames >= SCOPE_POINTS else recent),
+            "frames": self.frames() if self.frames is not None else {},
         }
 
     def _limited_samples(self) -> int:

@@ -406,21 +406,114 @@ function markVersion(mix) {
   });
 }
 
-// -- everything else writable the namespace has (attributes, sources added later) ---------------
+// -- everything else writable the namespace has (an nn~ file's attributes, sources added later) --
 
 const SHOWN = new Set(["/engine", "/bend", "/version", "/interp", "/preset"]);
+const ATTRIBUTE = /\/attr\/[^/]+$/;
 
 function buildOther(contents) {
   const rows = [];
+  const attributes = [];
   const walk = (node) => {
     if (SHOWN.has(node.FULL_PATH)) return;
     if (node.CONTENTS) Object.values(node.CONTENTS).forEach(walk);
+    else if (ATTRIBUTE.test(node.FULL_PATH)) attributes.push(attributeRow(node));
     else if (node.TYPE) rows.push(control(node, node.FULL_PATH));
   };
   Object.values(contents).forEach(walk);
-  const section = document.getElementById("other");
-  fill(section.querySelector(".controls"), rows);
-  section.hidden = !rows.some(Boolean);
+  for (const [id, found] of [["other", rows], ["attributes", attributes]]) {
+    const section = document.getElementById(id);
+    fill(section.querySelector(".controls"), found);
+    section.hidden = !found.some(Boolean);
+  }
+}
+
+// One row for an nn~ attribute: a field per value its setter takes (a switch for a bool, a
+// menu where the file names the strings it takes, a number, a text: a sound file's path for a
+// tensor or a buffer), sent together when one changes; without a setter, what it lacks.
+function attributeRow(node) {
+  const path = node.FULL_PATH;
+  const name = path.replace(/^\//, "").replace(/\/?attr\//, " ").trim();
+  const row = element("div", { className: "control attribute", title: node.DESCRIPTION || "" });
+  row.dataset.path = path;
+  row.append(element("label", { textContent: name }));
+  if (!writable(node)) {
+    const shown = element("output");
+    shown.textContent = (node.DESCRIPTION || "").replace(/^nn~ attribute [^(]*/, "");
+    row.append(shown);
+    if (node.VALUE) register(path, (args) => { shown.textContent = args.map(format).join(" "); });
+    return row;
+  }
+  const types = node.TYPE.split("");
+  const fields = types.map((type, index) => attributeField(type, (node.RANGE || [])[index] || {}));
+  const sendAll = () => send(path, fields.map((field, index) => ({ type: types[index], value: field.read() })));
+  const box = element("span", { className: "fields" }, ...fields.map((field) => field.input));
+  fields.forEach((field) => field.input.addEventListener("change", sendAll));
+  row.append(box);
+  register(path, (args) => {  // a field being edited keeps what the user typed
+    args.forEach((value, index) => {
+      if (fields[index] && document.activeElement !== fields[index].input) fields[index].show(value);
+    });
+  });
+  return row;
+}
+
+function attributeField(type, range) {
+  if (type === "i" && range.MIN === 0 && range.MAX === 1) {
+    const input = element("input", { type: "checkbox", className: "switch" });
+    return { input, read: () => (input.checked ? 1 : 0), show: (v) => { input.checked = Number(v) >= 0.5; } };
+  }
+  if (range.VALS) {
+    const input = element("select");
+    for (const value of range.VALS) input.append(element("option", { value, textContent: value }));
+    return { input, read: () => input.value, show: (v) => { input.value = v; } };
+  }
+  if (type === "i" || type === "f") {
+    const input = element("input", { type: "number", step: type === "i" ? "1" : "any" });
+    return { input, read: () => Number(input.value), show: (v) => { input.value = v; } };
+  }
+  const input = element("input", { type: "text", placeholder: "value or sound file" });
+  return { input, read: () => input.value, show: (v) => { input.value = v; } };
+}
+
+// -- frames of methods at a control rate (features, latents): a plot each ----------------------
+
+const COLOURS = ["#4fb3a9", "#e0a040", "#e05a4f", "#8fa7ff", "#c59bff", "#9ccc65", "#ffd54f", "#f48fb1"];
+
+function drawFrames(streams) {
+  const section = document.getElementById("frames");
+  const entries = Object.entries(streams || {});
+  section.hidden = entries.length === 0;
+  const plots = section.querySelector(".plots");
+  for (const [address, stream] of entries) {
+    let canvas = plots.querySelector(`canvas[data-address="${address}"]`);
+    if (!canvas) {
+      canvas = element("canvas", { width: 480, height: 120 });
+      canvas.dataset.address = address;
+      plots.append(element("p", { className: "note", textContent: `${address} (${stream.channels} ch, 1/${stream.ratio})` }), canvas);
+    }
+    plot(canvas, stream.frames);
+  }
+}
+
+function plot(canvas, frames) {
+  const g = canvas.getContext("2d");
+  const { width, height } = canvas;
+  g.clearRect(0, 0, width, height);
+  if (!frames.length) return;
+  const values = frames.flat();
+  const low = Math.min(...values);
+  const span = Math.max(1e-9, Math.max(...values) - low);
+  for (let channel = 0; channel < frames[0].length; channel++) {
+    g.strokeStyle = COLOURS[channel % COLOURS.length];
+    g.beginPath();
+    frames.forEach((frame, i) => {
+      const x = (i / Math.max(1, frames.length - 1)) * width;
+      const y = height - 4 - ((frame[channel] - low) / span) * (height - 8);
+      if (i) g.lineTo(x, y); else g.moveTo(x, y);
+    });
+    g.stroke();
+  }
 }
 
 // -- meters --------------------------------------------------------------------------------------
@@ -457,6 +550,7 @@ function showMeters(m) {
   document.getElementById("late").textContent = `late ${m.late}`;
   document.getElementById("blocks").textContent = `blocks ${m.blocks}`;
   drawSpectrum(m.spectrum, m.scope);
+  drawFrames(m.frames);
   state.meters = (state.meters || 0) + 1;
 }
 

@@ -150,6 +150,14 @@ def nn_function(name: str) -> object | None:
     return getattr(torch._C._nn, name, None)
 
 
+def define_script_method(
+    module: torch.jit.ScriptModule, source: str, resolve: Callable[[str], Any]
+) -> None:
+    """Compile the TorchScript method ``source`` onto ``module``, its free names resolved by
+    ``resolve`` (``ScriptModule.define`` resolves them in its caller's frame only)."""
+    module._c._define(module._concrete_type, source, resolve)
+
+
 # -- fx code generation (bendserver.codegen) -------------------------------------------------------
 
 

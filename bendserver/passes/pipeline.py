@@ -15,6 +15,7 @@ from .cleanup import dead_code, drop_detach, fold_constants
 from .convolution import conv1d_forms
 from .grouped import grouped_convolutions
 from .public import public_calls
+from .rows import fixed_rows
 from .scripted import scripted_runs
 from .shapes import fold_shapes
 from .streaming import preallocated_cache
@@ -48,6 +49,7 @@ PASSES = (
     GraphPass("fold-constants", fold_constants),
     GraphPass("dead-code", dead_code),
     GraphPass("fixed-views", fixed_views),
+    GraphPass("fixed-rows", fixed_rows),
     GraphPass("direct-attributes", direct_attributes),
     GraphPass("public-calls", public_calls),
     GraphPass("scripted-runs", scripted_runs),
@@ -70,7 +72,13 @@ def run_passes(gm: torch.fx.GraphModule, passes: Sequence[GraphPass] = PASSES) -
 #: hand-written forms whole (they read storage offsets); :mod:`.compiled` adds them to the
 #: forward it compares against. Nor does it take TorchScript calls, or buffers that are views
 #: of others.
-_NOT_COMPILED = ("conv1d-forms", "grouped-convolutions", "fixed-views", "scripted-runs")
+_NOT_COMPILED = (
+    "conv1d-forms",
+    "grouped-convolutions",
+    "fixed-views",
+    "fixed-rows",
+    "scripted-runs",
+)
 COMPILE_PASSES = tuple(p for p in PASSES if p.name not in _NOT_COMPILED)
 
 

@@ -373,8 +373,11 @@ def play(run: Callable[..., Any], *inputs: torch.Tensor) -> Any:
     """One run's call, without the TorchScript executor's optimisations: with them, the first
     calls profile the run and then optimise it for tens of milliseconds (on the audio thread);
     the plain plan is made once and plays as fast."""
-    with torch.jit.optimized_execution(False):
+    optimizing = compat.script_optimizing(False)
+    try:
         return run(*inputs)
+    finally:
+        compat.script_optimizing(optimizing)
 
 
 torch.fx.node.has_side_effect(play)

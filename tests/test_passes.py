@@ -2,9 +2,12 @@
 optimised graph equal to the unoptimised one (<= 1e-6) on the module-kind table, the shipped
 models with their presets and a cached-conv model, block by block, with live changes."""
 
+import copy
+import os
 import re
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +19,15 @@ from torch import nn
 
 import bendserver as tb
 from bendserver.compat import has_forward_hooks
-from bendserver.passes import PASSES, compiled, convolution, optimize, pipeline, run_passes
+from bendserver.passes import (
+    PASSES,
+    compiled,
+    convolution,
+    optimize,
+    pipeline,
+    run_passes,
+    scripted,
+)
 from bendserver.passes.convolution import (
     folded_conv_transpose1d,
     row_conv1d,
@@ -471,3 +482,72 @@ def test_the_torchscript_ir_accessors_of_compat():
     node = fx_graph.placeholder("x")
     compat.rename_fx_node(node, "latent")
     assert node.name == "latent"
+
+
+def _fused_and_unfused(model, block, monkeypatch):
+    """An engine of the passes and one of the passes but the fused parts (fixed views and rows,
+    runs played by TorchScript): what the fused parts must play exactly."""
+    unfused = tuple(
+        p for p in PASSES if p.name not in ("fixed-views", "fixed-rows", "scripted-runs")
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "PASSES", unfused)
+        plain = tb.StreamEngine(model(), block=block)
+    return plain, tb.StreamEngine(model(), block=block)
+
+
+def _changes_mid_stream(engines, key, rng, blocks=64, atol=1e-5):
+    """64 blocks, fused against unfused, with an op added, a parameter moved, a weight op and a
+    reset at block boundaries: each change plays from the same block in both."""
+    plain, fused = engines
+    for index in range(blocks):
+        if index == 8:
+            for engine in engines:
+                engine.add_op("bend", tb.Scale(1.5), key)
+        if index == 16:
+            for engine in engines:
+                engine.set_param("bend", "value", 0.5)
+        if index == 24:
+            for engine in engines:
+                engine.add_op("weights", tb.Scale(0.9), ".*weight")
+        if index == 40:
+            for engine in engines:
+                engine.remove_op("bend")
+                engine.request_reset()
+        audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
+        torch.manual_seed(index)  # the same draws for both (a RAVE encoder samples its latent)
+        played = fused.process(audio)
+        torch.manual_seed(index)
+        np.testing.assert_allclose(played, plain.process(audio), atol=atol, rtol=atol)
+    assert "bend" not in fused.ops and "weights" in fused.ops
+
+
+def test_fused_runs_play_as_the_unfused_graph_through_live_changes(monkeypatch):
+    cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
+    cc.use_cached_conv(True)
+    torch.manual_seed(0)
+    layers = nn.Sequential(
+        cc.Conv1d(1, 16, 5, padding=cc.get_padding(5)),
+        nn.LeakyReLU(0.2),
+        cc.Conv1d(16, 16, 3, dilation=9, padding=cc.get_padding(3, dilation=9)),
+        nn.LeakyReLU(0.2),
+        cc.Conv1d(16, 1, 3, padding=cc.get_padding(3)),
+    ).eval()
+    engines = _fused_and_unfused(lambda: copy.deepcopy(layers), 64, monkeypatch)
+    fused = engines[1]._forward.__self__
+    assert any(n.target is scripted.play for n in fused.graph.nodes), "played in TorchScript"
+    _changes_mid_stream(engines, "_1", np.random.default_rng(3))
+
+
+BRAVE = Path(os.environ.get("BENDSERVER_RAVE_DIR", "/nonexistent")) / "brave_c128_streaming.ts"
+
+
+@pytest.mark.skipif(not BRAVE.is_file(), reason="BENDSERVER_RAVE_DIR holds no BRAVE export")
+def test_a_brave_export_fused_plays_as_unfused_through_live_changes(monkeypatch):
+    """A BRAVE export (RAVE for low latency: 128 samples a latent frame) at block 128: one
+    TorchScript call a block, with fixed rows for its convolutions; with an op in the decoder
+    it plays in runs around the op, equal to the unfused graph within 1e-5 over 64 blocks."""
+    engines = _fused_and_unfused(lambda: tb.load_model(str(BRAVE), latency=146), 128, monkeypatch)
+    plays = [n for n in engines[1]._forward.__self__.graph.nodes if n.target is scripted.play]
+    assert len(plays) == 1
+    _changes_mid_stream(engines, "decoder_net_5_net_1", np.random.default_rng(4))

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 import torch.fx
+import torch.nn.functional as F
 from torch import nn
 
 from .. import compat
@@ -228,6 +229,8 @@ def _callee(target: Any) -> str:
     module = getattr(target, "__module__", None) or ""
     if isinstance(target, types.BuiltinFunctionType) and module.startswith("torch"):
         return f"{module}.{target.__name__}"
+    if module == "torch.nn.functional" and getattr(F, target.__name__, None) is target:
+        return f"torch.nn.functional.{target.__name__}"  # TorchScript compiles these itself
     raise _Unsupported(f"a call of {target!r}")
 
 

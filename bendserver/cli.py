@@ -412,6 +412,7 @@ def _stress(args: argparse.Namespace) -> int:
         tuple(args.mode.split(",")),
         tuple(serve_args),
         args.period,
+        args.jack_rate,
     )
     print(format_rows(rows))
     return 0
@@ -771,6 +772,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stress.add_argument(
         "--period", type=_positive, help="the JACK server's period (default: the block)"
+    )
+    stress.add_argument(
+        "--jack-rate",
+        type=_positive,
+        default=48000,
+        help="the JACK server's sample rate (default 48000; 44100 plays a 44.1 kHz model with "
+        "no resampling)",
     )
     stress.add_argument("--ahead", type=_positive, help="serve's --ahead (default: serve's)")
     stress.add_argument(

@@ -40,23 +40,19 @@ log = logging.getLogger("bendserver.audio")
 
 #: Seconds between two looks at the rings while there is nothing to compute.
 POLL = 0.0005
-#: The compute thread's jitter that the default ``ahead`` absorbs beside the compute itself
-#: (seconds): at block 128 (2.67 ms) on a busy 2-core machine, one block ahead ran the ring dry
-#: 9 to 15 times a minute, two blocks 1 or 2 times, three blocks never (``bendserver stress``,
-#: docs/serve.md).
-JITTER = 0.007
-#: How much longer than its warm-up a served block may take: a RAVE v2 export at two torch
+#: How much longer than its warm-up p99 a served block may take: a RAVE v2 export at two torch
 #: threads warmed up at 24.7 ms a block and served at p50 30.9, p99 44.7, max 48.7 ms (the
 #: compute thread beside the device's and the control's on two cores); wavae at 256, p99
 #: 3.83 ms against p50 2.11.
 TAIL = 2.0
 
 
-def default_ahead(block: int, sample_rate: int, compute: float = 0.0) -> int:
-    """The fewest model blocks that last :data:`JITTER` plus ``compute`` seconds, and
-    :data:`TAIL` times ``compute`` (a served block's slowest), at least one."""
-    need = max(JITTER + compute, TAIL * compute)
-    return max(1, math.ceil(need * sample_rate / block - 1e-9))
+def slack_frames(compute: float, late: float, rate: int, period: int) -> int:
+    """Device frames of time a block needs between its input and its output's turn, for a
+    p99 ``compute`` and a p99 wake-up ``late`` (seconds): :data:`TAIL` times the compute, the
+    lateness and a poll, rounded up to the period (at least one period)."""
+    seconds = TAIL * compute + late + POLL
+    return max(1, math.ceil(seconds * rate / period - 1e-9)) * period
 
 
 #: The live resampler: libsamplerate's medium sinc converter, which holds a constant 46 to 52
@@ -482,12 +478,9 @@ class WarmUp:
         return float(np.median(self.compute))
 
     def slack(self, rate: int, period: int) -> int:
-        """Device frames each block needs between its input and its output's turn: twice its
-        p99 compute (:data:`TAIL`: a served block beside the device's and the control's
-        threads) plus the p99 lateness of a wake-up and a poll, rounded up to the period."""
+        """:func:`slack_frames` for this warm-up's p99 compute and wake-up lateness."""
         compute, late = np.percentile(self.compute, 99), np.percentile(self.late, 99)
-        seconds = TAIL * compute + late + POLL
-        return max(1, math.ceil(seconds * rate / period - 1e-9)) * period
+        return slack_frames(float(compute), float(late), rate, period)
 
 
 def _warm_up(engine: StreamEngine, blocks: int = 48, first: int = 8) -> WarmUp:

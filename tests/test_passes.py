@@ -151,16 +151,21 @@ def test_an_op_whose_readers_do_not_mix_channels_linearly_does_not_fold():
     _stream(engines, 4, np.random.default_rng(4))
 
 
-def test_a_cached_conv_model_block_by_block():
+def _cached_convs() -> nn.Module:
+    """Three cached convolutions (acids' cached_conv), one dilated, with an activation."""
     cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
     cc.use_cached_conv(True)
     torch.manual_seed(0)
-    layers = nn.Sequential(
+    return nn.Sequential(
         cc.Conv1d(1, 8, 3, padding=cc.get_padding(3)),
         nn.LeakyReLU(0.2),
         cc.Conv1d(8, 8, 3, dilation=4, padding=cc.get_padding(3, dilation=4)),
         cc.Conv1d(8, 1, 1),
     ).eval()
+
+
+def test_a_cached_conv_model_block_by_block():
+    layers = _cached_convs()
     engines = [tb.StreamEngine(layers, block=128, optimize=m) for m in ("none", "passes")]
     _stream(engines, 8, np.random.default_rng(1))
 
@@ -523,16 +528,7 @@ def _changes_mid_stream(engines, key, rng, blocks=64, atol=1e-5):
 
 
 def test_fused_runs_play_as_the_unfused_graph_through_live_changes(monkeypatch):
-    cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
-    cc.use_cached_conv(True)
-    torch.manual_seed(0)
-    layers = nn.Sequential(
-        cc.Conv1d(1, 16, 5, padding=cc.get_padding(5)),
-        nn.LeakyReLU(0.2),
-        cc.Conv1d(16, 16, 3, dilation=9, padding=cc.get_padding(3, dilation=9)),
-        nn.LeakyReLU(0.2),
-        cc.Conv1d(16, 1, 3, padding=cc.get_padding(3)),
-    ).eval()
+    layers = _cached_convs()
     engines = _fused_and_unfused(lambda: copy.deepcopy(layers), 64, monkeypatch)
     fused = engines[1]._forward.__self__
     assert any(n.target is scripted.play for n in fused.graph.nodes), "played in TorchScript"

@@ -359,9 +359,10 @@ def _compiled(module: ScriptedRuns, sources: list[str]) -> torch.jit.ScriptModul
 def _first_calls(module: ScriptedRuns, runs: list[_Run]) -> None:
     """Make each run's plan (its first call's work: a few milliseconds for a big run) by
     calling it once on ``module``, of the class that holds the runs but holding uninitialised
-    tensors: what plays is never written, and its first block on the audio thread plays at
-    once."""
+    tensors: what plays is never written, nor torch's random stream, and its first block on
+    the audio thread plays at once."""
     dry = torch.jit.script(module)
+    drawn = torch.random.get_rng_state()  # a run may draw (a RAVE encoder's latent noise)
     for run in runs:
         breathe()
         inputs = [
@@ -370,6 +371,7 @@ def _first_calls(module: ScriptedRuns, runs: list[_Run]) -> None:
         ]
         with torch.inference_mode(), contextlib.suppress(Exception):  # guards refuse garbage
             play(getattr(dry, run.name), *inputs)
+    torch.random.set_rng_state(drawn)  # the stream a seeded render plays is left as it was
 
 
 def play(run: Callable[..., Any], *inputs: torch.Tensor) -> Any:

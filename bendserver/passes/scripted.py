@@ -327,8 +327,9 @@ def scripted_runs(gm: torch.fx.GraphModule) -> bool:
         return False
     kind = type(f"ScriptedRuns{next(_COUNT)}", (ScriptedRuns,), {})  # methods are per class
     holder = _compiled(kind(tensors.list), [s for run in runs for s in run.sources])
+    results: dict[torch.fx.Node, torch.fx.Node] = {}  # a run's outputs, as later runs read them
     for run in runs:
-        _played(gm, run, getattr(holder, run.name))
+        _played(gm, run, getattr(holder, run.name), results)
     _first_calls(kind([torch.empty_like(t) for t in tensors.list]), runs)
     return True
 
@@ -388,21 +389,29 @@ def play(run: Callable[..., Any], *inputs: torch.Tensor) -> Any:
 torch.fx.node.has_side_effect(play)
 
 
-def _played(gm: torch.fx.GraphModule, run: _Run, method: Callable[..., Any]) -> None:
-    """Put one call of the compiled ``method`` in place of ``run``'s nodes."""
+def _played(
+    gm: torch.fx.GraphModule,
+    run: _Run,
+    method: Callable[..., Any],
+    results: dict[torch.fx.Node, torch.fx.Node],
+) -> None:
+    """Put one call of the compiled ``method`` in place of ``run``'s nodes; ``results``: the
+    nodes that stand for earlier runs' outputs (added to)."""
     graph = gm.graph
     index = next(i for i in itertools.count() if not hasattr(gm, f"_scripted_{i}"))
     object.__setattr__(gm, f"_scripted_{index}", method)
     members = set(run.nodes)
     with graph.inserting_before(run.nodes[0]):
         owner = graph.create_node("get_attr", f"_scripted_{index}")  # not a module's attribute
-        call = graph.call_function(play, (owner, *run.writer.inputs))
-        results = [call]
+        inputs = [results.get(node, node) for node in run.writer.inputs]
+        call = graph.call_function(play, (owner, *inputs))
+        outputs = [call]
         if len(run.outputs) > 1:
-            results = [
+            outputs = [
                 graph.call_function(operator.getitem, (call, i)) for i in range(len(run.outputs))
             ]
-    for node, result in zip(run.outputs, results, strict=True):
+    for node, result in zip(run.outputs, outputs, strict=True):
+        results[node] = result
         result.meta.update(node.meta)
         node.replace_all_uses_with(result, delete_user_cb=lambda user: user not in members)
     for node in reversed(run.nodes):

@@ -146,7 +146,7 @@ def run_stress(
 def _mode_label(osc: _Osc, mode: str) -> str:
     """The mode as the table shows it: ``ring(N)`` for the ring N blocks ahead (its banner's
     figure, which the default chooses from the model's compute)."""
-    found = re.search(r"ring mode \((\d+) blocks? ahead\)", "".join(osc.output))
+    found = re.search(r"ring mode \((\d+) blocks? ahead", "".join(osc.output))
     return f"{mode}({found[1]})" if found else mode
 
 

@@ -255,12 +255,13 @@ def _ray_address(args: argparse.Namespace) -> str | None:
 
 
 def _ring_latency(block: int, rate: int) -> str:
-    """What serve's ring mode adds to the model's latency, at a device period of the block and
-    the model's rate (another period or rate: serve's banner and /stats say)."""
-    from .audio.ring import default_ahead, prefill
+    """What serve's ring mode adds to the model's latency at least, at a device period of the
+    block and the model's rate (the time a block needs comes from a warm-up at start: serve's
+    banner and /stats say what the path adds)."""
+    from .audio.ring import prefill_frames, slack_frames
 
-    ahead = default_ahead(block, rate)
-    frames = prefill(ahead, block, block)
+    frames = prefill_frames(slack_frames(0.0, 0.0, rate, block), block, block)
+    ahead = -(-frames // block)
     return (
         f"serve     the ring mode adds {frames} samples ({1e3 * frames / rate:.2f} ms: {ahead} "
         f"block{'s' if ahead > 1 else ''} ahead) on a device period of {block} at {rate} Hz, "
@@ -419,6 +420,7 @@ def _stress(args: argparse.Namespace) -> int:
         tuple(args.mode.split(",")),
         tuple(serve_args),
         args.period,
+        args.jack_rate,
     )
     print(format_rows(rows))
     return 0
@@ -791,6 +793,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stress.add_argument(
         "--period", type=_positive, help="the JACK server's period (default: the block)"
+    )
+    stress.add_argument(
+        "--jack-rate",
+        type=_positive,
+        default=48000,
+        help="the JACK server's sample rate (default 48000; 44100 plays a 44.1 kHz model with "
+        "no resampling)",
     )
     stress.add_argument("--ahead", type=_positive, help="serve's --ahead (default: serve's)")
     stress.add_argument(

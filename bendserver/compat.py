@@ -150,6 +150,23 @@ def nn_function(name: str) -> object | None:
     return getattr(torch._C._nn, name, None)
 
 
+def define_script_method(
+    module: torch.jit.ScriptModule, source: str, resolve: Callable[[str], Any]
+) -> None:
+    """Compile the TorchScript method ``source`` onto ``module``, its free names resolved by
+    ``resolve`` (``ScriptModule.define`` resolves them in its caller's frame only)."""
+    module._c._define(module._concrete_type, source, resolve)
+
+
+def script_optimizing(optimize: bool) -> bool:
+    """Whether TorchScript's executor optimises what this thread calls from now on
+    (``torch.jit.optimized_execution`` without a context manager's cost, about 5 us); returns
+    the setting before."""
+    before = torch._C._get_graph_executor_optimize()
+    torch._C._set_graph_executor_optimize(optimize)
+    return before
+
+
 # -- fx code generation (bendserver.codegen) -------------------------------------------------------
 
 

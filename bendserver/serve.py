@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from .audio import (
@@ -462,8 +463,13 @@ class Server:
     def _mode_line(self) -> str:
         if self.mode != "ring":
             return f"{self.mode} mode"
-        ahead = self.backend.ahead
-        return f"ring mode ({ahead} block{'s' if ahead > 1 else ''} ahead)"
+        backend = self.backend
+        ahead, warm = backend.ahead, backend.warm_up
+        compute, late = (1e3 * float(np.percentile(a, 99)) for a in (warm.compute, warm.late))
+        return (
+            f"ring mode ({ahead} block{'s' if ahead > 1 else ''} ahead: {backend.slack} frames "
+            f"of time a block; warm-up compute p99 {compute:.2f} ms, wake-up p99 {late:.2f} ms)"
+        )
 
     def _rates(self) -> str:
         """The device's rate where the ring mode resamples to it."""

@@ -101,11 +101,12 @@ def run_stress(
     modes: tuple[str, ...] = ("ring",),
     serve_args: tuple[str, ...] = (),
     period: int | None = None,
+    jack_rate: int = 48000,
 ) -> list[Row]:
     """Measure every (block, mode, load), calling ``progress`` with each row; returns the
     rows. ``latency``: the model's, given to the servers; ``period``: the JACK server's
-    (default: the block); ``serve_args``: more options of ``bendserver serve`` (``--ahead
-    2``, ``--threads 2``)."""
+    (default: the block), ``jack_rate`` its sample rate; ``serve_args``: more options of
+    ``bendserver serve`` (``--ahead 2``, ``--threads 2``)."""
     _need_jack()
     known = {*LOADS, REFERENCE, C_REFERENCE, LATENCY}
     unknown = sorted(set(loads) - known)
@@ -117,7 +118,7 @@ def run_stress(
     rows: list[Row] = []
     latencies: list[Latency] = []
     for block in blocks:
-        with _jack(period or block) as name, JackXruns(name) as jack:
+        with _jack(period or block, jack_rate) as name, JackXruns(name) as jack:
             if C_REFERENCE in loads:
                 for load in ("0", *(load for load in served if load != "0")):
                     rows.append(_c_reference(name, jack, block, seconds, load, ranges))
@@ -132,7 +133,7 @@ def run_stress(
                         rows.append(_measure(osc, jack, block, label, load, seconds, ranges))
                         progress(rows[-1])
                     if LATENCY in loads:
-                        latencies.append(_latency(osc, name, block, label))
+                        latencies.append(_latency(osc, name, block, label, jack_rate))
                         progress(latencies[-1])
             if REFERENCE in loads:
                 here = [r for r in rows if r.block == block and r.mode.split("(")[0] in modes]
@@ -145,7 +146,7 @@ def run_stress(
 def _mode_label(osc: _Osc, mode: str) -> str:
     """The mode as the table shows it: ``ring(N)`` for the ring N blocks ahead (its banner's
     figure, which the default chooses from the model's compute)."""
-    found = re.search(r"ring mode \((\d+) blocks? ahead\)", "".join(osc.output))
+    found = re.search(r"ring mode \((\d+) blocks? ahead", "".join(osc.output))
     return f"{mode}({found[1]})" if found else mode
 
 
@@ -157,7 +158,8 @@ def format_rows(rows: list[Row | Latency]) -> str:
     if latencies:
         headers = [
             "block", "mode", "path ms", "path frames", "impulse frames", "impulse ms",
-            "control p50 ms", "control max ms", "control trials",
+            "control p50 ms", "control max ms", "control trials", "model ms",
+            "reported in-out ms", "measured in-out ms",
         ]  # fmt: skip
         table = [list(vars(row).values()) for row in latencies]
         text += "\n\n" + tabulate(table, headers=headers, floatfmt=".2f")
@@ -279,16 +281,21 @@ class Latency:
     control_p50_ms: float
     control_max_ms: float
     trials: int
+    model_ms: float = 0.0  #: the model's own latency (measured at load, or its manifest's)
+    total_reported_ms: float = 0.0  #: what the banner and /stats say: model + path
+    total_measured_ms: float = 0.0  #: the impulse through the path, plus the model's own
 
 
 _LOOPBACK = Path(__file__).parent / "audio" / "jackclient.py"
 
 
-def _latency(osc: _Osc, jack: str, block: int, mode: str, trials: int = 24) -> Latency:
-    """The latency row of the server behind ``osc`` (in bypass while measured)."""
+def _latency(
+    osc: _Osc, jack: str, block: int, mode: str, rate: int = 48000, trials: int = 24
+) -> Latency:
+    """The latency row of the server behind ``osc`` (in bypass while measured) on a JACK
+    server of ``rate``."""
     from .audio.jackclient import delays
 
-    rate = 48000
     source, sink = _server_ports(jack)
     _send(osc, "/engine/bypass", 1)
     try:
@@ -300,12 +307,15 @@ def _latency(osc: _Osc, jack: str, block: int, mode: str, trials: int = 24) -> L
     finally:
         _send(osc, "/engine/bypass", 0)
         _send(osc, "/engine/gain", 1.0)
-    reported = float(osc.stats()["path_latency_ms"])
+    stats = osc.stats()
+    reported = float(stats["path_latency_ms"])
+    model_ms = float(stats["latency_ms"]) - reported  # the model's own (measured at its load)
     median = float(np.median(measured)) if measured else float("nan")
     return Latency(
         block, mode, reported, round(reported * rate / 1e3),
         " ".join(str(d) for d in sorted(set(measured))), 1e3 * median / rate,
         float(np.median(control)), float(np.max(control)), len(control),
+        model_ms, float(stats["latency_ms"]), 1e3 * median / rate + model_ms,
     )  # fmt: skip
 
 
@@ -458,12 +468,12 @@ def _reference(jack: str, watch: JackXruns, block: int, seconds: float, work_ms:
 
 
 @contextlib.contextmanager
-def _jack(block: int) -> Iterator[str]:
-    """A JACK server on the dummy driver at 48 kHz and ``block`` frames."""
+def _jack(block: int, rate: int = 48000) -> Iterator[str]:
+    """A JACK server on the dummy driver at ``rate`` Hz and ``block`` frames."""
     name = f"bendstress{os.getpid()}x{block}"
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
-        ["jackd", "-n", name, "-d", "dummy", "-r", "48000", "-p", str(block)],
+        ["jackd", "-n", name, "-d", "dummy", "-r", str(rate), "-p", str(block)],
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -2,9 +2,12 @@
 optimised graph equal to the unoptimised one (<= 1e-6) on the module-kind table, the shipped
 models with their presets and a cached-conv model, block by block, with live changes."""
 
+import copy
+import os
 import re
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +19,15 @@ from torch import nn
 
 import bendserver as tb
 from bendserver.compat import has_forward_hooks
-from bendserver.passes import PASSES, compiled, convolution, optimize, run_passes
+from bendserver.passes import (
+    PASSES,
+    compiled,
+    convolution,
+    optimize,
+    pipeline,
+    run_passes,
+    scripted,
+)
 from bendserver.passes.convolution import (
     folded_conv_transpose1d,
     row_conv1d,
@@ -140,29 +151,41 @@ def test_an_op_whose_readers_do_not_mix_channels_linearly_does_not_fold():
     _stream(engines, 4, np.random.default_rng(4))
 
 
-def test_a_cached_conv_model_block_by_block():
+def _cached_convs() -> nn.Module:
+    """Three cached convolutions (acids' cached_conv), one dilated, with an activation."""
     cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
     cc.use_cached_conv(True)
     torch.manual_seed(0)
-    layers = nn.Sequential(
+    return nn.Sequential(
         cc.Conv1d(1, 8, 3, padding=cc.get_padding(3)),
         nn.LeakyReLU(0.2),
         cc.Conv1d(8, 8, 3, dilation=4, padding=cc.get_padding(3, dilation=4)),
         cc.Conv1d(8, 1, 1),
     ).eval()
+
+
+def test_a_cached_conv_model_block_by_block():
+    layers = _cached_convs()
     engines = [tb.StreamEngine(layers, block=128, optimize=m) for m in ("none", "passes")]
     _stream(engines, 8, np.random.default_rng(1))
 
 
-def test_drive_is_rewritten_as_the_passes_say():
+#: The passes but the last, which plays runs of the graph's nodes in TorchScript (the graph
+#: then holds calls of those runs, not the nodes the other passes wrote).
+PYTHON_PASSES = tuple(p for p in PASSES if p.name != "scripted-runs")
+
+
+def test_drive_is_rewritten_as_the_passes_say(monkeypatch):
+    monkeypatch.setattr(pipeline, "PASSES", PYTHON_PASSES)
     engine = tb.StreamEngine("drive", block=256, preset="drive")
     nodes = list(engine._forward.__self__.graph.nodes)
     assert not [n for n in nodes if n.op == "call_module"], "every module called directly"
     assert not [n for n in nodes if n.op == "get_attr" and "." in n.target]
     rewritten = [n for n in nodes if n.target in (strided_conv1d, tap_sum_conv1d)]
     assert rewritten, "the dilated sag filter (a third of a convolution's time here)"
-    cats = [n for n in nodes if n.target is torch.cat]
-    assert len(cats) == 3 and all("out" in n.kwargs for n in cats), "preallocated caches"
+    assert not [n for n in nodes if n.target is torch.cat], "concatenations into storage..."
+    parts = [n for n in nodes if n.target is torch.Tensor.copy_ and n.args[0].op == "get_attr"]
+    assert len(parts) == 6, "...as copies of the cache and the block into views of it"
     assert not [n for n in nodes if n.target == "detach"]
     assert not [n for n in nodes if is_guard(n)], "the cache-batch checks are settled once"
     assert not [n for n in nodes if n.target is getattr], "no shape read per block"
@@ -464,3 +487,63 @@ def test_the_torchscript_ir_accessors_of_compat():
     node = fx_graph.placeholder("x")
     compat.rename_fx_node(node, "latent")
     assert node.name == "latent"
+
+
+def _fused_and_unfused(model, block, monkeypatch):
+    """An engine of the passes and one of the passes but the fused parts (fixed views and rows,
+    runs played by TorchScript): what the fused parts must play exactly."""
+    unfused = tuple(
+        p for p in PASSES if p.name not in ("fixed-views", "fixed-rows", "scripted-runs")
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(pipeline, "PASSES", unfused)
+        plain = tb.StreamEngine(model(), block=block)
+    return plain, tb.StreamEngine(model(), block=block)
+
+
+def _changes_mid_stream(engines, key, rng, blocks=64, atol=1e-5):
+    """64 blocks, fused against unfused, with an op added, a parameter moved, a weight op and a
+    reset at block boundaries: each change plays from the same block in both."""
+    plain, fused = engines
+    for index in range(blocks):
+        if index == 8:
+            for engine in engines:
+                engine.add_op("bend", tb.Scale(1.5), key)
+        if index == 16:
+            for engine in engines:
+                engine.set_param("bend", "value", 0.5)
+        if index == 24:
+            for engine in engines:
+                engine.add_op("weights", tb.Scale(0.9), ".*weight")
+        if index == 40:
+            for engine in engines:
+                engine.remove_op("bend")
+                engine.request_reset()
+        audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
+        torch.manual_seed(index)  # the same draws for both (a RAVE encoder samples its latent)
+        played = fused.process(audio)
+        torch.manual_seed(index)
+        np.testing.assert_allclose(played, plain.process(audio), atol=atol, rtol=atol)
+    assert "bend" not in fused.ops and "weights" in fused.ops
+
+
+def test_fused_runs_play_as_the_unfused_graph_through_live_changes(monkeypatch):
+    layers = _cached_convs()
+    engines = _fused_and_unfused(lambda: copy.deepcopy(layers), 64, monkeypatch)
+    fused = engines[1]._forward.__self__
+    assert any(n.target is scripted.play for n in fused.graph.nodes), "played in TorchScript"
+    _changes_mid_stream(engines, "_1", np.random.default_rng(3))
+
+
+BRAVE = Path(os.environ.get("BENDSERVER_RAVE_DIR", "/nonexistent")) / "brave_c128_streaming.ts"
+
+
+@pytest.mark.skipif(not BRAVE.is_file(), reason="BENDSERVER_RAVE_DIR holds no BRAVE export")
+def test_a_brave_export_fused_plays_as_unfused_through_live_changes(monkeypatch):
+    """A BRAVE export (RAVE for low latency: 128 samples a latent frame) at block 128: one
+    TorchScript call a block, with fixed rows for its convolutions; with an op in the decoder
+    it plays in runs around the op, equal to the unfused graph within 1e-5 over 64 blocks."""
+    engines = _fused_and_unfused(lambda: tb.load_model(str(BRAVE), latency=146), 128, monkeypatch)
+    plays = [n for n in engines[1]._forward.__self__.graph.nodes if n.target is scripted.play]
+    assert len(plays) == 1
+    _changes_mid_stream(engines, "decoder_net_5_net_1", np.random.default_rng(4))

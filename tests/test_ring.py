@@ -26,7 +26,7 @@ from streaming import Identity
 import bendserver as tb
 from bendserver.audio.jackclient import JackXruns, delays, jack_now
 from bendserver.audio.reporter import Reporter
-from bendserver.audio.ring import Resampler, default_ahead, prefill
+from bendserver.audio.ring import Resampler, prefill, prefill_frames, slack_frames
 from bendserver.errors import BendingError
 from bendserver.serve import ServeOptions, Server
 from bendserver.stress import loopback
@@ -251,12 +251,14 @@ def test_the_prefill_covers_the_most_a_resampler_holds(rates, chunk):
     assert most <= resample.delay < most + 2, (most, resample.delay)
 
 
-def test_the_default_ahead_covers_a_served_blocks_slowest():
-    """A RAVE export warmed up at 24.7 ms a block of 46.4 ms served up to 48.7 ms: two blocks
-    ahead; drive at 128 (0.4 ms a block) keeps its three, wavae at 256 (2.2 ms) its two."""
-    assert default_ahead(2048, 44100, 0.0247) == 2
-    assert default_ahead(128, 48000, 0.0004) == 3
-    assert default_ahead(256, 48000, 0.0022) == 2
+def test_the_time_a_block_gets_is_sized_from_its_measured_compute_and_wake_ups():
+    """Twice the p99 compute, the p99 wake-up lateness and a poll, rounded up to the period:
+    BRAVE at 128 on a 128 period at 44.1 kHz, 1.6 ms p99 and 0.3 ms late, gets two periods
+    (the path adds 256 frames); a RAVE export at 2048 (24.7 ms) on a 256 period, 2 304 frames."""
+    assert slack_frames(0.0016, 0.0003, 44100, 128) == 256
+    assert slack_frames(0.0247, 0.0003, 44100, 256) == 2304
+    assert slack_frames(0.0, 0.0, 48000, 256) == 256
+    assert prefill_frames(slack_frames(0.0016, 0.0003, 44100, 128), 128, 128) == 256
 
 
 def test_a_timetag_lands_on_its_sample_behind_the_ring(jack, replies):

@@ -22,6 +22,7 @@ import logging
 import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,66 +40,76 @@ log = logging.getLogger("bendserver.audio")
 
 #: Seconds between two looks at the rings while there is nothing to compute.
 POLL = 0.0005
-#: The compute thread's jitter that the default ``ahead`` absorbs beside the compute itself
-#: (seconds): at block 128 (2.67 ms) on a busy 2-core machine, one block ahead ran the ring dry
-#: 9 to 15 times a minute, two blocks 1 or 2 times, three blocks never (``bendserver stress``,
-#: docs/serve.md).
-JITTER = 0.007
-#: How much longer than its warm-up a served block may take: a RAVE v2 export at two torch
+#: How much longer than its warm-up p99 a served block may take: a RAVE v2 export at two torch
 #: threads warmed up at 24.7 ms a block and served at p50 30.9, p99 44.7, max 48.7 ms (the
 #: compute thread beside the device's and the control's on two cores); wavae at 256, p99
 #: 3.83 ms against p50 2.11.
 TAIL = 2.0
 
 
-def default_ahead(block: int, sample_rate: int, compute: float = 0.0) -> int:
-    """The fewest model blocks that last :data:`JITTER` plus ``compute`` seconds, and
-    :data:`TAIL` times ``compute`` (a served block's slowest), at least one."""
-    need = max(JITTER + compute, TAIL * compute)
-    return max(1, math.ceil(need * sample_rate / block - 1e-9))
+def slack_frames(compute: float, late: float, rate: int, period: int) -> int:
+    """Device frames of time a block needs between its input and its output's turn, for a
+    p99 ``compute`` and a p99 wake-up ``late`` (seconds): :data:`TAIL` times the compute, the
+    lateness and a poll, rounded up to the period (at least one period)."""
+    seconds = TAIL * compute + late + POLL
+    return max(1, math.ceil(seconds * rate / period - 1e-9)) * period
+
+
+#: The live resampler: libsamplerate's medium sinc converter, which holds a constant 46 to 52
+#: frames each way between 44.1 and 48 kHz (soxr's streaming converters hand frames out in
+#: chunks of their own: its high quality one holds 116 to 1006 frames, its low quality one 31 to
+#: 444 from 48 to 44.1 kHz). Flat within 0.05 dB to 19 kHz at 44.1 kHz, -3.3 dB at 20 kHz
+#: (docs/serve.md); files keep soxr's high quality (``bendserver.audiofile``).
+LIVE_CONVERTER = "sinc_medium"
 
 
 def resampler_delay(from_rate: int, to_rate: int, channels: int = 1, seconds: float = 4.0) -> int:
-    """The most frames (at ``to_rate``) that a streaming soxr resampler holds back: it aligns
-    its output on its input (output frame j stands for input time j / to_rate) but hands
-    frames out in its own chunks, so what it holds swings (44.1 -> 48 kHz: from 116 to 1006
-    frames, whatever the chunks fed): the rings' prefill must cover the most, not what one
-    first chunk shows (341 there). Found by streaming ``seconds`` of silence in 10 ms chunks."""
+    """The most frames (at ``to_rate``) that the live resampler holds back: it aligns its
+    output on its input (output frame j stands for input time j / to_rate) but hands frames out
+    as its filter allows, so what it holds may swing: the rings' prefill must cover the most,
+    not what one first chunk shows. Found by streaming ``seconds`` of silence in 2.9 ms chunks
+    (a block of 128 at 44.1 kHz)."""
     if from_rate == to_rate:
         return 0
-    import soxr
-
-    stream = soxr.ResampleStream(from_rate, to_rate, channels, dtype="float32")
-    chunk = np.zeros((max(1, from_rate // 100), channels), dtype=np.float32)
+    stream = Resampler(from_rate, to_rate, channels, measure=False)
+    chunk = np.zeros((channels, max(1, round(from_rate * 0.0029))), dtype=np.float32)
     taken = given = held = 0
-    for _ in range(round(seconds * 100)):
-        given += len(stream.resample_chunk(chunk))
-        taken += len(chunk)
+    for _ in range(round(seconds / 0.0029)):
+        given += stream(chunk).shape[1]
+        taken += chunk.shape[1]
         held = max(held, math.ceil(taken * to_rate / from_rate - given))
     return held
 
 
 class Resampler:
-    """A streaming resampler of ``[channels, frames]`` blocks, or a pass-through at one rate."""
+    """A streaming resampler of ``[channels, frames]`` blocks (:data:`LIVE_CONVERTER`), or a
+    pass-through at one rate."""
 
-    def __init__(self, from_rate: int, to_rate: int, channels: int) -> None:
+    def __init__(self, from_rate: int, to_rate: int, channels: int, measure: bool = True) -> None:
         self.rates, self.channels = (from_rate, to_rate), channels
         self.same = from_rate == to_rate
-        self.delay = resampler_delay(from_rate, to_rate)  #: frames at ``to_rate``
+        #: Frames at ``to_rate`` it holds back at most.
+        self.delay = resampler_delay(from_rate, to_rate) if measure and not self.same else 0
         self.reset()
 
     def reset(self) -> None:
         """Start again with nothing held back (what it held is dropped)."""
         if not self.same:
-            import soxr
+            import samplerate
 
-            self._stream = soxr.ResampleStream(*self.rates, self.channels, dtype="float32")
+            self._stream = samplerate.Resampler(LIVE_CONVERTER, channels=self.channels)
 
     def __call__(self, block: np.ndarray) -> np.ndarray:
         """``[channels, n]`` in, ``[channels, about n * to / from]`` out (frames-major copy)."""
         if self.same:
             return block
-        return self._stream.resample_chunk(np.ascontiguousarray(block.T)).T
+        ratio = self.rates[1] / self.rates[0]
+        frames = np.ascontiguousarray(block.T, dtype=np.float32)
+        return (
+            np.asarray(self._stream.process(frames, ratio), dtype=np.float32)
+            .reshape(-1, self.channels)
+            .T
+        )
 
 
 class RingBackend:
@@ -122,9 +133,10 @@ class RingBackend:
 
         #: Seconds a block of silence takes to compute, past the first calls (slower: allocations,
         #: caches, which would run the first ring dry): what the default ``ahead`` makes room for.
-        self.compute = _warm_up(engine)
-        ahead = ahead or default_ahead(engine.block, engine.sample_rate, self.compute)
-        if ahead < 1:
+        #: The warm-up's figures: what the default time ahead is sized from.
+        self.warm_up = _warm_up(engine)
+        self.compute = self.warm_up.median
+        if ahead is not None and ahead < 1:
             raise BendingError("--ahead takes 1 or more model blocks")
         sd = portaudio()
         try:
@@ -158,7 +170,13 @@ class RingBackend:
                 "direct, or --audio null"
             ) from None
         self.engine, self.source, self.clock, self.gate = engine, source, clock, gate
-        self.ahead = ahead
+        #: Model blocks computed ahead (given; else from the warm-up, once the period is known).
+        self.ahead = ahead or 1
+        self._asked_ahead = ahead
+        #: Device frames of time each block gets between its input and its output's turn.
+        self.slack = 0
+        self._late = np.zeros(4096)  # the compute thread's wake-ups, seconds late (a ring)
+        self._wakes = 0
         self.name = str(self.output) if self.input is None else f"{self.input} -> {self.output}"
         self.to_model = Resampler(self.rate, engine.sample_rate, engine.in_channels)
         self.to_device = Resampler(engine.sample_rate, self.rate, engine.out_channels)
@@ -166,7 +184,8 @@ class RingBackend:
         self.block_frames = math.ceil(engine.block * self.rate / engine.sample_rate)
         self.period = period or 0  #: the device's frames per callback, known once it runs
         self.prefill = 0  #: frames of silence ahead of the first output (device frames)
-        size = 1 << math.ceil(math.log2(8 * (ahead + 2) * self.block_frames))
+        most = ahead or math.ceil(self.warm_up.slack(self.rate, 1) / self.block_frames)
+        size = 1 << math.ceil(math.log2(8 * (most + 2) * self.block_frames))
         self._out = rtmixer.RingBuffer(4 * self.channels, size)
         self._in = None if self.input is None else rtmixer.RingBuffer(4 * engine.in_channels, size)
         self._out_block = np.zeros((size, self.channels), dtype=np.float32)
@@ -203,7 +222,12 @@ class RingBackend:
         self.stream.start()
         if not self.period:
             self.period = self._first_period()
-        self.prefill = prefill(self.ahead, self.block_frames, self.period, self.delays())
+        if self._asked_ahead:
+            self.slack = self._asked_ahead * self.block_frames
+        else:
+            self.slack = self.warm_up.slack(self.rate, self.period)
+            self.ahead = math.ceil(self.slack / self.block_frames)
+        self.prefill = prefill_frames(self.slack, self.block_frames, self.period, self.delays())
         self._arm()
         self._thread.start()
 
@@ -282,7 +306,14 @@ class RingBackend:
             elif self._due():
                 self._compute()
             else:
-                time.sleep(POLL)
+                self._sleep()
+
+    def _sleep(self) -> None:
+        """Sleep a poll, and keep how late the thread woke (in a ring: no allocation)."""
+        asleep = time.perf_counter()
+        time.sleep(POLL)
+        self._late[self._wakes % len(self._late)] = time.perf_counter() - asleep - POLL
+        self._wakes += 1
 
     def _alive(self) -> bool:
         """Whether rtmixer still plays (and records) the rings: it ends an action whose ring ran
@@ -389,20 +420,34 @@ class RingBackend:
             "missed": self.underruns,
             "callback_errors": self.errors,
             "ring_ms": 1e3 * self._out.read_available / self.rate,
-            "jitter_p50_ms": 0.0,
-            "jitter_p99_ms": 0.0,
-            "jitter_max_ms": 0.0,
+            **self._jitter(),
+        }
+
+    def _jitter(self) -> dict[str, float]:
+        """How late the compute thread woke from its polls (the last 4 096), in ms."""
+        late = self._late[: min(self._wakes, len(self._late))]
+        if not len(late):
+            return {"jitter_p50_ms": 0.0, "jitter_p99_ms": 0.0, "jitter_max_ms": 0.0}
+        p50, p99 = np.percentile(late, [50, 99])
+        return {
+            "jitter_p50_ms": 1e3 * float(p50),
+            "jitter_p99_ms": 1e3 * float(p99),
+            "jitter_max_ms": 1e3 * float(late.max()),
         }
 
 
 def prefill(ahead: int, block: int, period: int, held: int = 0) -> int:
-    """Frames of silence the output ring starts with, so that every block has ``ahead`` blocks
+    """:func:`prefill_frames` for ``ahead`` whole blocks of time."""
+    return prefill_frames(ahead * block, block, period, held)
+
+
+def prefill_frames(need: int, block: int, period: int, held: int = 0) -> int:
+    """Frames of silence the output ring starts with, so that every block has ``need`` frames
     of time to compute. Block k's input is there after the callback that records frame
     ``(k + 1) * block - 1``; its output is needed by the callback that plays frame
-    ``prefill + k * block``. Where the period divides the block that is
-    ``(ahead + 1) * block - period``; otherwise the smallest prefill that leaves every block of a
+    ``prefill + k * block``. Where the period divides the block and ``need``, that is
+    ``need + block - period``; otherwise the smallest prefill that leaves every block of a
     cycle of ``period / gcd`` blocks that much. ``held``: frames the resamplers hold back."""
-    need = ahead * block
     cycle = period // math.gcd(block, period)
     frames = max(0, need + block - period)
     while slack(frames, block, period, cycle) < need:
@@ -419,21 +464,45 @@ def slack(frames: int, block: int, period: int, blocks: int) -> int:
     )
 
 
-def _warm_up(engine: StreamEngine, blocks: int = 8, first: int = 3) -> float:
+@dataclass(frozen=True)
+class WarmUp:
+    """Blocks of silence computed before the stream starts, on a thread of the compute
+    thread's priority, each after a poll's sleep: seconds per block (the first few calls,
+    slower, left out) and how late each sleep woke."""
+
+    compute: np.ndarray
+    late: np.ndarray
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.compute))
+
+    def slack(self, rate: int, period: int) -> int:
+        """:func:`slack_frames` for this warm-up's p99 compute and wake-up lateness."""
+        compute, late = np.percentile(self.compute, 99), np.percentile(self.late, 99)
+        return slack_frames(float(compute), float(late), rate, period)
+
+
+def _warm_up(engine: StreamEngine, blocks: int = 48, first: int = 8) -> WarmUp:
     """Compute ``blocks`` blocks of silence on a thread of the compute thread's priority (on a
-    busy machine a normal thread took 0.4 to 1 s for RAVE blocks it serves in 31 ms); the
-    median seconds of those after the ``first`` (slower: allocations, caches, first calls)."""
+    busy machine a normal thread took 0.4 to 1 s for RAVE blocks it serves in 31 ms), each
+    after a poll's sleep, as the compute thread waits for its blocks; those after the
+    ``first`` (slower: allocations, caches, first calls) measure."""
     silence = np.zeros((engine.in_channels, engine.block), dtype=np.float32)
     took: list[float] = []
+    late: list[float] = []
     failed: list[BaseException] = []
 
     def run() -> None:
         set_realtime(AUDIO_WORKER)
         try:
             for _ in range(blocks):
+                asleep = time.perf_counter()
+                time.sleep(POLL)
                 started = time.perf_counter()
                 engine.process(silence)
                 took.append(time.perf_counter() - started)
+                late.append(max(0.0, started - asleep - POLL))
         except BaseException as error:  # raised again in the caller's thread
             failed.append(error)
 
@@ -442,7 +511,7 @@ def _warm_up(engine: StreamEngine, blocks: int = 8, first: int = 3) -> float:
     thread.join()
     if failed:
         raise failed[0]
-    return float(np.median(took[first:]))
+    return WarmUp(np.asarray(took[first:]), np.asarray(late[first:]))
 
 
 def _xruns(stats: Any) -> int:

@@ -25,6 +25,7 @@ import torch.fx
 
 from ..bending.base import BoundOp, forward_state
 from .convolution import conv1d_forms
+from .grouped import grouped_convolutions
 
 #: Calls of each forward timed, in turn, to choose one; a compiled one must be this much faster.
 TIMED_CALLS = 64
@@ -63,7 +64,7 @@ def compile_forward(
     and why. ``state``: the streaming state a forward writes; ``build``: whether compiling is
     allowed now (nothing plays yet)."""
     passes = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))  # shares gm's tensors
-    if conv1d_forms(passes):
+    if any([conv1d_forms(passes), grouped_convolutions(passes)]):
         passes.recompile()
     if not build:
         return passes.forward, "built while playing: the passes (compiled only before the start)"

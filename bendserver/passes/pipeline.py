@@ -13,9 +13,13 @@ from .attributes import direct_attributes
 from .calls import direct_calls
 from .cleanup import dead_code, drop_detach, fold_constants
 from .convolution import conv1d_forms
+from .grouped import grouped_convolutions
 from .public import public_calls
+from .rows import fixed_rows
+from .scripted import scripted_runs
 from .shapes import fold_shapes
 from .streaming import preallocated_cache
+from .views import fixed_views
 
 #: ``none``: the bended graph as traced; ``passes``: the pass pipeline (the default);
 #: ``compile``: the passes, then ``torch.compile`` where it measures faster (:mod:`.compiled`).
@@ -39,12 +43,16 @@ PASSES = (
     GraphPass("fold-shapes", fold_shapes),
     GraphPass("direct-calls", direct_calls),
     GraphPass("conv1d-forms", conv1d_forms),
+    GraphPass("grouped-convolutions", grouped_convolutions),
     GraphPass("drop-detach", drop_detach),
     GraphPass("preallocated-cache", preallocated_cache),
     GraphPass("fold-constants", fold_constants),
     GraphPass("dead-code", dead_code),
+    GraphPass("fixed-views", fixed_views),
+    GraphPass("fixed-rows", fixed_rows),
     GraphPass("direct-attributes", direct_attributes),
     GraphPass("public-calls", public_calls),
+    GraphPass("scripted-runs", scripted_runs),
 )
 
 
@@ -62,8 +70,16 @@ def run_passes(gm: torch.fx.GraphModule, passes: Sequence[GraphPass] = PASSES) -
 
 #: For ``compile``: inductor writes its own convolution kernels, and dynamo cannot take the
 #: hand-written forms whole (they read storage offsets); :mod:`.compiled` adds them to the
-#: forward it compares against.
-COMPILE_PASSES = tuple(p for p in PASSES if p.name != "conv1d-forms")
+#: forward it compares against. Nor does it take TorchScript calls, or buffers that are views
+#: of others.
+_NOT_COMPILED = (
+    "conv1d-forms",
+    "grouped-convolutions",
+    "fixed-views",
+    "fixed-rows",
+    "scripted-runs",
+)
+COMPILE_PASSES = tuple(p for p in PASSES if p.name not in _NOT_COMPILED)
 
 
 def optimize(gm: torch.fx.GraphModule, mode: str = "passes") -> torch.fx.GraphModule:

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.record:
         check_writable(args.record)
     _probe(args)
+    _retune(args)
     options = ServeOptions(
         **{k: v for k, v in vars(args).items() if k in ServeOptions.__dataclass_fields__}
     )
@@ -194,7 +196,16 @@ def _recipe(args: argparse.Namespace) -> Any:
         latency=args.latency,
         threads=args.threads,
         seed=args.seed,
+        retune=time.time() if args.retune else None,
     )
+
+
+def _retune(args: argparse.Namespace) -> None:
+    """``--retune``: the convolution forms the command meets are timed again."""
+    if args.retune:
+        from .passes.convolution import retune
+
+        retune(time.time())
 
 
 def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
@@ -341,6 +352,7 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench import bench_blocks, bench_rack, bench_weight_apply, format_results
 
     torch.set_num_threads(args.threads)
+    _retune(args)
     if args.rack is not None:
         results = bench_rack(
             args.rack, args.block, args.calls, args.models_dir, args.optimize, args.device
@@ -468,6 +480,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="none: the bended graph as traced; passes (default): the optimising passes; "
         "compile: the passes, then torch.compile where it measures faster at load, said with "
         "its figures (CPU, needs a C++ compiler; docs/engine.md)",
+    )
+    optimizing.add_argument(
+        "--retune",
+        action="store_true",
+        help="time again which form each convolution computes in on this machine (chosen once "
+        "per shape and kept in the cache folder, so that a render writes the same bytes run "
+        "after run; docs/engine.md)",
     )
     devices = argparse.ArgumentParser(add_help=False)
     devices.add_argument(

@@ -12,6 +12,7 @@ last as long as the process (with a warning).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -117,3 +118,22 @@ class CacheFile:
         if kind not in self._warned:
             self._warned.add(kind)
             log.warning("%s", message)
+
+
+_DIGESTS = CacheFile("digests.json", {"digest": "sha256"})
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, computed once for each version of the file: kept by its
+    path, inode, size and modification and change times (a rewrite changes the change time,
+    which no one sets by hand)."""
+    stat = path.stat()
+    version = f"{path.resolve()} {stat.st_ino} {stat.st_size} {stat.st_mtime_ns} {stat.st_ctime_ns}"
+    digest = _DIGESTS.get(version)
+    if not isinstance(digest, str):
+        hashed = hashlib.sha256()
+        with open(path, "rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                hashed.update(chunk)
+        digest = _DIGESTS.settle(version, hashed.hexdigest())
+    return digest

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from jack import Replies, free_port, oscsend, stats
+from jack import Replies, free_port, need_portaudio, oscsend, stats
 from streaming import CausalStack, Identity
 
 import bendserver as tb
@@ -115,6 +115,18 @@ def test_cli_refusals_say_what_to_do(extra, message, tmp_path, monkeypatch, caps
     argv = ["serve", "-m", MODEL, "--osc-port", "0", "-p", "none", *extra]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_jack_without_a_jack_server_says_how_to_start_one(monkeypatch, capsys):
+    """It suggested --audio jack, the flag just given."""
+    need_portaudio()
+    monkeypatch.setenv("JACK_DEFAULT_SERVER", f"none{os.getpid()}")  # a server that is not up
+    monkeypatch.setenv("JACK_NO_START_SERVER", "1")
+    argv = ["serve", "-m", MODEL, "--osc-port", "0", "-p", "none", "--audio", "jack"]
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert "no JACK server runs" in said and "jackd -d dummy" in said
+    assert "scripts/jack_dummy.sh" in said and "e.g. --audio jack" not in said
 
 
 def test_busy_osc_port_is_refused():

@@ -328,8 +328,10 @@ def _info(args: argparse.Namespace) -> int:
 
 def _info_rack(args: argparse.Namespace) -> int:
     """A rack's nodes, edges, what each carries, and its latency."""
+    from .rackspec import counted
+
     rack = args.rack.build(search=args.models_dir)
-    print(f"rack of {len(rack.nodes)} nodes, block {rack.block}, {rack.sample_rate} Hz")
+    print(f"rack of {counted(rack)}, block {rack.block}, {rack.sample_rate} Hz")
     for name in rack.order:
         node = rack.nodes[name]
         spec = node.spec

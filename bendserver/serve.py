@@ -50,6 +50,7 @@ from .midimap import Mapping
 from .osc import OscService
 from .osc.oscquery import OscQueryService
 from .presets import load_preset, preset_for
+from .rackspec import counted
 from .switching import ModelSwitcher
 from .ui import Meters
 
@@ -403,7 +404,13 @@ class Server:
             )
         if self.recorder is not None:
             lines.append(f"recording  {self.recorder.path}")
-        lines.append(f"try        {self.example()}")
+        there = f" on {options.reply_host}" if options.reply_host else ""
+        lines += [
+            f"replies    oscdump {options.reply_port} prints them{there}; oscsend localhost "
+            f"{self.osc.port} /get{self._example()[0]} answers the value playing",
+            "stop       Ctrl-C",
+            f"try        {self.example()}",
+        ]
         return "\n".join(lines)
 
     def _model_lines(self) -> list[str]:
@@ -417,7 +424,7 @@ class Server:
         if len(engine.nodes) == 1:
             node = self.lead
             return [f"model      {node.model.name} ({node.method}, {shape}), {_ops(node)}"]
-        lines = [f"rack       {len(engine.nodes)} nodes ({shape}), /list nodes names them"]
+        lines = [f"rack       {counted(engine)} ({shape}), /list nodes names them"]
         for name in engine.order:
             node = engine.nodes[name]
             lines.append(f"node       /{name}: {node.model.name} ({node.method}), {_ops(node)}")
@@ -456,17 +463,20 @@ class Server:
 
     def example(self) -> str:
         """An ``oscsend`` line that changes a parameter of the loaded preset."""
+        address, value = self._example()
+        return f"oscsend localhost {self.osc.port} {address} f {value:g}"
+
+    def _example(self) -> tuple[str, float]:
+        """The address and a safe value of a parameter of the loaded preset (else the gain)."""
         nodes = self.engine.nodes
-        prefix = "" if len(nodes) == 1 else f"/{next(iter(nodes))}"
-        port, address, value = self.osc.port, f"{prefix}/engine/gain", 0.5
+        prefix = "" if len(nodes) == 1 else f"/{self.engine.order[0]}"
         for name, node in nodes.items():
             for op_id, op in node.ops.items():
                 for param_name, param in op.params.items():
                     prefix = "" if len(nodes) == 1 else f"/{name}"
-                    address = f"{prefix}/bend/{op_id}/{param_name}"
                     value = _example_value(param.low, param.high, op.get(param_name))
-                    return f"oscsend localhost {port} {address} f {value:g}"
-        return f"oscsend localhost {port} {address} f {value:g}"
+                    return f"{prefix}/bend/{op_id}/{param_name}", value
+        return f"{prefix}/engine/gain", 0.5
 
 
 def _title(engine: Rack) -> str:

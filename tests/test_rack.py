@@ -132,6 +132,7 @@ def test_the_shipped_rack_renders_and_info_lists_it(tmp_path, capsys):
         assert main(["info", "--rack", given]) == 0
         printed = capsys.readouterr().out
         assert "z: z.forward, 8 ch x 1/32 -> 8 ch x 1/32" in printed, printed
+        assert "rack of 4 nodes and the named edge z," in printed, "the edge counted as a node"
         assert "latency 0 samples" in printed
     assert main(["info", "--rack", "wavae_drum"]) == 2
     said = capsys.readouterr().err

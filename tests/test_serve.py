@@ -64,9 +64,14 @@ def test_cli_serves_and_stops_cleanly_with_a_valid_recording(tmp_path, sig):
         assert "runs on    cpu" in text
         assert f"127.0.0.1:{port}" in text and f":{replies.port}" in text
         assert f"try        oscsend localhost {port} /engine/gain f 0.5" in text
+        assert "stop       Ctrl-C" in text  # it said neither how to stop nor how to see
+        query = f"replies    oscdump {replies.port} prints them; oscsend localhost {port} "
+        assert f"{query}/get/engine/gain answers the value playing" in text
         oscsend(port, "/engine/gain", "f", 0.5)
         time.sleep(0.6)
         assert stats(port, replies)["commands"] >= 1
+        oscsend(port, "/get/engine/gain")  # what the banner says to send: the change is seen
+        assert replies.wait_for("/get/engine/gain") == [0.5]
         process.send_signal(sig)
         tail = process.communicate(timeout=20)[0]
     finally:

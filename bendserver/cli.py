@@ -294,7 +294,7 @@ def _info(args: argparse.Namespace) -> int:
     print(f"{model.name}: {model.description}")
     print(
         f"sample rate {model.sample_rate} Hz, block {model.block}, latency {model.latency} "
-        f"samples ({model.latency_source}), versions {model.bended.versions}, "
+        f"samples ({model.latency_source}), versions {model.bended.weight_bank.named_versions}, "
         f"preset {model.preset}"
     )
     for name, spec in model.methods.items():

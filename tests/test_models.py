@@ -99,6 +99,7 @@ def test_cli_render_info_and_bench(tmp_path, capsys):
     assert main(["info", "drive"]) == 0
     out = capsys.readouterr().out
     assert "activations of forward" in out
+    assert "versions ['default']," in out, "the internal name of the file's own weights"
     assert "the ring mode adds 2048 samples (42.67 ms: 1 block ahead)" in out
     assert main(["bench", "--block", "256", "--calls", "5", "--apply-sizes", "10", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -115,9 +115,20 @@ def _serve(args: argparse.Namespace) -> int:
     return run(options)
 
 
+def _missing(inputs: list[str], score: str | None) -> None:
+    """Refuse inputs and a score that are not there, naming every one of them at once (the
+    score alone was named, then the input on the next try)."""
+    missing = [f"no input file {i}" for i in inputs if not Path(i).exists()]
+    if score is not None and not Path(score).is_file():
+        missing.append(f"no score file {score}")
+    if missing:
+        raise BendingError(", ".join(missing))
+
+
 def _render(args: argparse.Namespace) -> int:
     from .render import check_outputs, read_score, sound_files
 
+    _missing(args.inputs, args.score)
     score = read_score(Path(args.score)) if args.score else []
     inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
@@ -144,6 +155,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from .render import check_outputs, read_score
     from .sweep import cell_events, cell_stem, cells, features, parse_vary, table
 
+    _missing([args.input], args.score)
     source = Path(args.input)
     axes = [parse_vary(text) for text in args.vary]
     grid = cells(axes)

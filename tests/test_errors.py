@@ -245,3 +245,15 @@ def test_a_torchscript_file_the_probe_passed_is_not_probed_again(tmp_path, monke
     for _ in range(2):
         with pytest.raises(tb.BendingError, match="nothing was loaded"):
             probe_model(str(truncated), check=True)
+
+
+def test_a_render_names_every_file_it_lacks_at_once(tmp_path, monkeypatch, capsys):
+    """The README's example, copied without its files, named the score alone; the input on the
+    next try."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["render", "song.wav", "-o", "out.wav"], ["sweep", "song.wav", "--vary",
+                    "mask.prob=0,1", "-o", "out"]):  # fmt: skip
+        assert main([*command, "-m", "drive", "--score", "moves.txt"]) == 2
+        assert one_line(capsys.readouterr().err) == (
+            "bendserver: no input file song.wav, no score file moves.txt"
+        )

@@ -120,7 +120,8 @@ class Done:
         return (
             f"wrote {self.target} ({self.seconds:.2f} s, {self.channels} ch, {self.blocks} "
             f"blocks of {self.block}, compute p50 {self.p50_ms:.2f} ms, max {self.max_ms:.2f} "
-            f"ms, {self.errors} errors, {self.nonfinite} NaN/Inf, {self.limited} limited)"
+            f"ms, {self.errors} errors, {self.nonfinite} NaN/Inf samples, {self.limited} samples "
+            "limited)"
         )
 
 

@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,6 +272,7 @@ class Server:
         if self.processor is not None:
             self.processor.start()
         self.backend.start()
+        self._first_block()
         self.osc.start()
         if self.midi is not None:
             self.midi.start()
@@ -279,6 +281,13 @@ class Server:
             set_realtime(DISCOVERY, self.oscquery.thread)  # a GIL holder: see audio.priority
         self.reporter.start()
         self.running = True
+
+    def _first_block(self, timeout: float = 2.0) -> None:
+        """Wait until the stream has computed a block (at most ``timeout`` seconds), so that
+        OSC, which starts next, answers ``/ping`` once the model plays."""
+        deadline = time.monotonic() + timeout
+        while self.engine.stats.blocks == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def stop(self) -> None:
         """Stop OSC, the stream, the worker; close the recording; terminate PortAudio."""

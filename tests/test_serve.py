@@ -64,6 +64,7 @@ def test_cli_serves_and_stops_cleanly_with_a_valid_recording(tmp_path, sig):
         assert "runs on    cpu" in text
         assert f"127.0.0.1:{port}" in text and f":{replies.port}" in text
         assert f"try        oscsend localhost {port} /engine/gain f 0.5" in text
+        assert stats(port, replies)["blocks"] >= 1, "it answers once the model plays"
         assert "stop       Ctrl-C" in text  # it said neither how to stop nor how to see
         query = f"replies    oscdump {replies.port} prints them; oscsend localhost {port} "
         assert f"{query}/get/engine/gain answers the value playing" in text

@@ -11,8 +11,9 @@ another ``bendserver`` executable too (an older checkout's) in the same rounds, 
 and after come from one run.
 
 Usage: ``python scripts/startup.py [-m drive -m wavae -m FILE.ts] [--rounds 5]
-[--compare OTHER/bin/bendserver]``; prints the median and the spread of each, and the
-ratio of medians to the bare import.
+[--compare OTHER/bin/bendserver]``; prints the median and the spread of each start, and of
+its ratio to the bare import run just before it (pairs keep the ratio meaningful on a machine
+whose speed drifts).
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 
 HERE = Path(sys.executable).parent
+#: The commands' environment: bytecode written as Python does by default (an environment that
+#: turns it off compiles every module of bendserver at every start).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def bare_import() -> float:
     """Seconds of ``python -c "import torch"`` with this interpreter."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+    subprocess.run([sys.executable, "-c", "import torch"], check=True, env=ENV)
     return time.perf_counter() - started
 
 
@@ -57,7 +61,7 @@ def first_pong(command: list[str], timeout: float = 120.0) -> float:
     ports = ["--osc-port", str(port), "--reply-port", str(reply_port), "--oscquery-port", str(http)]
     started = time.perf_counter()
     server = subprocess.Popen(
-        [*command, *ports], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [*command, *ports], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV
     )
     try:
         while time.perf_counter() - started < timeout:
@@ -77,8 +81,8 @@ def first_pong(command: list[str], timeout: float = 120.0) -> float:
         replies.close()
 
 
-def spread(times: list[float]) -> str:
-    return f"{statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f})"
+def spread(values: list[float], unit: str = " s") -> str:
+    return f"{statistics.median(values):.2f}{unit} (min {min(values):.2f}, max {max(values):.2f})"
 
 
 def main() -> None:
@@ -92,22 +96,26 @@ def main() -> None:
     if args.compare:
         executables["compare"] = args.compare
     times: dict[tuple[str, str], list[float]] = {}
+    ratios: dict[tuple[str, str], list[float]] = {}
     bare: list[float] = []
     for model in models:  # one start each first, not counted: the files read once, and what
         for executable in executables.values():  # a first load measures (kept) measured
             first_pong([executable, "serve", "-m", model, "--audio", "null"])
     for round_ in range(args.rounds):
-        bare.append(bare_import())
         for model in models:
             for name, executable in executables.items():
-                command = [executable, "serve", "-m", model, "--audio", "null"]
-                times.setdefault((name, model), []).append(first_pong(command))
+                bare.append(bare_import())  # just before: each start paired with an import
+                spent = first_pong([executable, "serve", "-m", model, "--audio", "null"])
+                times.setdefault((name, model), []).append(spent)
+                ratios.setdefault((name, model), []).append(spent / bare[-1])
         print(f"round {round_ + 1} of {args.rounds} done", file=sys.stderr)
-    base = statistics.median(bare)
     print(f"python -c 'import torch': {spread(bare)}")
-    for (name, model), spent in times.items():
-        ratio = statistics.median(spent) / base
-        print(f"{name:8} serve -m {model}: first /pong {spread(spent)}, {ratio:.2f}x the import")
+    for key, spent in times.items():
+        name, model = key
+        print(
+            f"{name:8} serve -m {model}: first /pong {spread(spent)}; "
+            f"over the import just before: {spread(ratios[key], 'x')}"
+        )
     print(f"({os.cpu_count()} cores; {args.rounds} rounds, each case once a round, in turn)")
 
 

@@ -228,8 +228,9 @@ class _Scripted(torch.nn.Module):
 
 def test_a_torchscript_file_the_probe_passed_is_not_probed_again(tmp_path, monkeypatch):
     """A .ts file holds all its code: once the probe passed it (by digest, with this torch),
-    the next command loads it without the child's load and call (2 s of a RAVE export's
-    start); another block, another file, or a file the probe refused is probed again."""
+    the next command loads it without the child's load and call (longer than importing torch
+    for a RAVE export); another block, another file, or a file the probe refused is probed
+    again."""
     from bendserver.probe import probe_model
 
     monkeypatch.setenv("BENDSERVER_HOME", str(tmp_path / "home"))

@@ -1,9 +1,11 @@
 """What bendserver measures once and keeps between runs (the convolution forms a machine plays, a
-model file's latency): small JSON files in the user's cache folder (:func:`.paths.cache_dir`).
+TorchScript file's latency and the probe's verdict on it): small JSON files in the user's cache
+folder (:func:`.paths.cache_dir`).
 
 Each file is a table of entries by key under a header saying what they hold (the machine and
-torch's version, for instance); a file with another header, or one that cannot be read, starts
-afresh (with a warning). An entry is stored under a lock, the file read again and replaced
+torch's version, for instance), named after both, so that another torch or machine sharing the
+folder keeps a file of its own; one that cannot be read starts afresh (with a warning). An
+entry is stored under a lock, the file read again and replaced
 whole through a temporary file: processes that measure the same key at once keep the first
 entry stored, so they agree on one answer. Where the folder cannot be written, the entries
 last as long as the process (with a warning).
@@ -36,12 +38,14 @@ FORMAT = "bendserver.cache"
 
 
 class CacheFile:
-    """The entries of the cache file ``name`` (in the cache folder of the moment), whose
-    ``header`` says what they hold. Read once per process, stored one at a time."""
+    """The entries of the cache file of ``name`` and ``header`` (what they hold: the file is
+    ``<name>-<digest of header>.json`` in the cache folder of the moment). Read once per
+    process, stored one at a time."""
 
     def __init__(self, name: str, header: dict[str, Any]) -> None:
-        self.name = name
         self.header = json.loads(json.dumps(header))  # as the file reads it back
+        digest = hashlib.sha256(json.dumps(self.header, sort_keys=True).encode()).hexdigest()
+        self.name = f"{name}-{digest[:16]}.json"
         self._entries: dict[str, Any] = {}
         self._read_from: Path | None = None  # where ``_entries`` come from
         self._warned: set[str] = set()
@@ -120,7 +124,7 @@ class CacheFile:
             log.warning("%s", message)
 
 
-_DIGESTS = CacheFile("digests.json", {"digest": "sha256"})
+_DIGESTS = CacheFile("digests", {"digest": "sha256"})
 
 
 def file_digest(path: Path) -> str:

@@ -36,7 +36,7 @@ DEFAULT_MODEL = "drive"
 TORCHSCRIPT_SUFFIXES = (".ts", ".torchscript")
 _CLASS = re.compile(r".+\.py:[A-Za-z_]\w*")
 #: TorchScript files' latencies by their digest, block and rate (measuring one takes seconds).
-_LATENCIES = CacheFile("latency.json", {"torch": torch.__version__})
+_LATENCIES = CacheFile("latency", {"torch": torch.__version__})
 
 
 @dataclass(frozen=True)

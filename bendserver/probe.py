@@ -47,7 +47,7 @@ _POLL = 0.02
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
 #: The TorchScript files the probe passed, by digest and block (a second probe of the same
 #: file with the same torch runs the same code on the same zeros).
-_PASSED = CacheFile("probed.json", {"torch": torch.__version__})
+_PASSED = CacheFile("probed", {"torch": torch.__version__})
 
 
 def probe_model(

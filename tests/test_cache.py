@@ -26,35 +26,39 @@ def test_the_cache_folder_follows_the_user_folder_and_xdg(tmp_path, monkeypatch)
 
 
 def test_the_first_entry_stored_is_the_one_every_process_keeps(home):
-    one, other = CacheFile("t.json", {"machine": "m"}), CacheFile("t.json", {"machine": "m"})
+    one, other = CacheFile("t", {"machine": "m"}), CacheFile("t", {"machine": "m"})
     assert one.get("k") is None and other.get("k") is None  # both measure
     assert one.settle("k", 1) == 1
     assert other.settle("k", 2) == 1, "stored meanwhile by the other: kept"
     assert other.settle("k", 3, keep=lambda stored: stored > 1) == 3, "refused by keep"
-    assert CacheFile("t.json", {"machine": "m"}).get("k") == 3
-    data = json.loads((home / "cache" / "t.json").read_text())
+    assert CacheFile("t", {"machine": "m"}).get("k") == 3
+    assert one.path.parent == home / "cache" and one.path.name.startswith("t-")
+    data = json.loads(one.path.read_text())
     assert data["header"] == {"machine": "m"} and data["entries"] == {"k": 3}
 
 
-def test_a_file_of_another_header_is_not_read(home):
-    CacheFile("t.json", {"torch": "1"}).settle("k", 1)
-    assert CacheFile("t.json", {"torch": "2"}).get("k") is None
+def test_another_header_keeps_a_file_of_its_own(home):
+    """Two torch versions sharing a home folder do not erase each other's entries."""
+    CacheFile("t", {"torch": "1"}).settle("k", 1)
+    assert CacheFile("t", {"torch": "2"}).get("k") is None
+    CacheFile("t", {"torch": "2"}).settle("k", 2)
+    assert CacheFile("t", {"torch": "1"}).get("k") == 1
 
 
 def test_a_file_that_cannot_be_read_starts_afresh_with_a_warning(home, caplog):
+    cache = CacheFile("t", {})
     (home / "cache").mkdir()
-    (home / "cache" / "t.json").write_text('{"format": "bendserver.cache", "entries": [')
-    cache = CacheFile("t.json", {})
+    cache.path.write_text('{"format": "bendserver.cache", "entries": [')
     with caplog.at_level(logging.WARNING, "bendserver.cache"):
         assert cache.get("k") is None
         assert cache.settle("k", 1) == 1
     assert "cannot read" in caplog.text and "measuring again" in caplog.text
-    assert CacheFile("t.json", {}).get("k") == 1, "rewritten whole"
+    assert CacheFile("t", {}).get("k") == 1, "rewritten whole"
 
 
 def test_a_folder_that_cannot_be_written_keeps_the_entries_for_the_process(home, caplog):
     (home / "cache").write_text("a file where the folder would be")
-    cache = CacheFile("t.json", {})
+    cache = CacheFile("t", {})
     with caplog.at_level(logging.WARNING, "bendserver.cache"):
         assert cache.settle("k", 1) == 1
         assert cache.settle("j", 2) == 2

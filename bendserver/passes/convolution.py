@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import platform
 import time
@@ -235,8 +234,7 @@ def _store() -> CacheFile:
         "torch": torch.__version__,
         "forms": sorted(FORMS | TRANSPOSED_FORMS),
     }
-    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode()).hexdigest()[:16]
-    return CacheFile(f"convolution-forms-{digest}.json", header)
+    return CacheFile("convolution-forms", header)
 
 
 def _processor() -> str:

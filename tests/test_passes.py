@@ -155,8 +155,19 @@ def test_a_cached_conv_model_block_by_block():
     _stream(engines, 8, np.random.default_rng(1))
 
 
-def test_drive_is_rewritten_as_the_passes_say():
-    engine = tb.StreamEngine("drive", block=256, preset="drive")
+@pytest.fixture
+def own_forms(tmp_path, monkeypatch):
+    """A cache folder of the test's own, and no form chosen in this process yet."""
+    monkeypatch.setenv("BENDSERVER_HOME", str(tmp_path))
+    monkeypatch.setattr(convolution, "_CHOSEN", {})
+    monkeypatch.setattr(convolution, "_RETUNED_SINCE", None)
+    convolution._store.cache_clear()
+    yield tmp_path / "cache"
+    convolution._store.cache_clear()
+
+
+def test_drive_is_rewritten_as_the_passes_say(own_forms):
+    engine = tb.StreamEngine("drive", block=256, preset="drive")  # its forms timed here
     nodes = list(engine._forward.__self__.graph.nodes)
     assert not [n for n in nodes if n.op == "call_module"], "every module called directly"
     assert not [n for n in nodes if n.op == "get_attr" and "." in n.target]
@@ -306,17 +317,6 @@ def test_wide_layers_on_few_frames_are_rewritten_and_stay_live(monkeypatch):
         with torch.no_grad():
             module.up.mul_(-1)  # a weight bended in place plays at the next call
         torch.testing.assert_close(optimised(x), module(x), rtol=1e-5, atol=1e-5)
-
-
-@pytest.fixture
-def own_forms(tmp_path, monkeypatch):
-    """A cache folder of the test's own, and no form chosen in this process yet."""
-    monkeypatch.setenv("BENDSERVER_HOME", str(tmp_path))
-    monkeypatch.setattr(convolution, "_CHOSEN", {})
-    monkeypatch.setattr(convolution, "_RETUNED_SINCE", None)
-    convolution._store.cache_clear()
-    yield tmp_path / "cache"
-    convolution._store.cache_clear()
 
 
 def test_a_form_is_chosen_once_per_machine_whatever_later_timings_say(own_forms, monkeypatch):

@@ -459,8 +459,8 @@ def _one_node(ctl: Controller, query: str, address: str) -> None:
 
 def _scheduled(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     address = m.path["address"]
-    route(address)  # a clear error for an address that does not exist
-    if ctl.prefix == "" and not route(address).entry.rack:
+    entry = route(address).entry  # a clear error for an address that does not exist
+    if ctl.prefix == "" and not entry.rack:
         _one_node(ctl, "scheduled", address)
     item = ctl.schedule.last(ctl.prefix + address)
     if item is None:

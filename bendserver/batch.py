@@ -69,14 +69,17 @@ class Recipe:
     resample: bool = True
     keep_latency: bool = False
     latency: int | None = None  #: the model's latency in samples (None: its own, or measured)
-    threads: int = 1
+    threads: int = 1  #: torch threads (several sum in another order: other bytes)
     seed: int = 0  #: torch's random seed at the start of every file
+    #: ``--retune``: convolution forms chosen before this time (``time.time()``) are measured
+    #: again (:func:`.passes.convolution.retune`); None: the stored choices play.
+    retune: float | None = None
 
     def identity(self) -> dict[str, Any]:
         """The recipe as the manifest records it: files given by path (model, preset, versions)
         by their digest too, so that a changed file renders again."""
         made = asdict(self)
-        del made["threads"]  # one thread or several compute the same
+        del made["retune"]  # the forms are recorded apart
         for key in ("model", "preset"):
             made[f"{key}_digest"] = _digest_if_file(made[key])
         made["versions_digest"] = [_digest_if_file(v) for v in self.versions]
@@ -117,7 +120,8 @@ class Done:
         return (
             f"wrote {self.target} ({self.seconds:.2f} s, {self.channels} ch, {self.blocks} "
             f"blocks of {self.block}, compute p50 {self.p50_ms:.2f} ms, max {self.max_ms:.2f} "
-            f"ms, {self.errors} errors, {self.nonfinite} NaN/Inf, {self.limited} limited)"
+            f"ms, {self.errors} errors, {self.nonfinite} NaN/Inf samples, {self.limited} samples "
+            "limited)"
         )
 
 
@@ -127,9 +131,11 @@ class Worker:
     def __init__(self, recipe: Recipe) -> None:
         import torch
 
+        from .passes.convolution import retune
         from .presets import preset_for
 
         torch.set_num_threads(recipe.threads)
+        retune(recipe.retune)
         self.recipe = recipe
         self.latency = recipe.latency
         self.model = self._load()
@@ -336,16 +342,19 @@ class Plan:
 
 def plan_jobs(recipe: Recipe, jobs: list[Job], folder: Path, force: bool) -> Plan:
     """Skip the jobs whose file the manifest says was made the same way; refuse (before
-    anything is rendered) an existing file made otherwise, unless ``force``."""
+    anything is rendered) an existing file made otherwise, unless ``force``. Retuning, the
+    manifest's forms are dropped and its files made again (the forms may change)."""
     manifest = Manifest(folder)
+    if recipe.retune is not None:
+        manifest.plan = []
     identity = recipe.identity()
     todo, skipped, made = [], [], {}
     for job in jobs:
         what = made[job.target] = made_by(identity, job)
         target = Path(job.target)
-        if manifest.made(target, what) and not force:
+        if manifest.made(target, what) and not force and recipe.retune is None:
             skipped.append(job)
-        elif target.exists() and not force:
+        elif target.exists() and not force and not manifest.made(target, what):
             raise BendingError(
                 f"{target} exists and was not made by this render: pass --force to overwrite it"
             )

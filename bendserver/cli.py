@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,15 +108,27 @@ def _serve(args: argparse.Namespace) -> int:
     if args.record:
         check_writable(args.record)
     _probe(args)
+    _retune(args)
     options = ServeOptions(
         **{k: v for k, v in vars(args).items() if k in ServeOptions.__dataclass_fields__}
     )
     return run(options)
 
 
+def _missing(inputs: list[str], score: str | None) -> None:
+    """Refuse inputs and a score that are not there, naming every one of them at once (the
+    score alone was named, then the input on the next try)."""
+    missing = [f"no input file {i}" for i in inputs if not Path(i).exists()]
+    if score is not None and not Path(score).is_file():
+        missing.append(f"no score file {score}")
+    if missing:
+        raise BendingError(", ".join(missing))
+
+
 def _render(args: argparse.Namespace) -> int:
     from .render import check_outputs, read_score, sound_files
 
+    _missing(args.inputs, args.score)
     score = read_score(Path(args.score)) if args.score else []
     inputs = sound_files([Path(i) for i in args.inputs])
     output = Path(args.output)
@@ -142,6 +155,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from .render import check_outputs, read_score
     from .sweep import cell_events, cell_stem, cells, features, parse_vary, table
 
+    _missing([args.input], args.score)
     source = Path(args.input)
     axes = [parse_vary(text) for text in args.vary]
     grid = cells(axes)
@@ -194,7 +208,16 @@ def _recipe(args: argparse.Namespace) -> Any:
         latency=args.latency,
         threads=args.threads,
         seed=args.seed,
+        retune=time.time() if args.retune else None,
     )
+
+
+def _retune(args: argparse.Namespace) -> None:
+    """``--retune``: the convolution forms the command meets are timed again."""
+    if args.retune:
+        from .passes.convolution import retune
+
+        retune(time.time())
 
 
 def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
@@ -285,7 +308,7 @@ def _info(args: argparse.Namespace) -> int:
     print(f"{model.name}: {model.description}")
     print(
         f"sample rate {model.sample_rate} Hz, block {model.block}, latency {model.latency} "
-        f"samples ({model.latency_source}), versions {model.bended.versions}, "
+        f"samples ({model.latency_source}), versions {model.bended.weight_bank.named_versions}, "
         f"preset {model.preset}"
     )
     for name, spec in model.methods.items():
@@ -325,8 +348,10 @@ def _info(args: argparse.Namespace) -> int:
 
 def _info_rack(args: argparse.Namespace) -> int:
     """A rack's nodes, edges, what each carries, and its latency."""
+    from .rackspec import counted
+
     rack = args.rack.build(search=args.models_dir)
-    print(f"rack of {len(rack.nodes)} nodes, block {rack.block}, {rack.sample_rate} Hz")
+    print(f"rack of {counted(rack)}, block {rack.block}, {rack.sample_rate} Hz")
     for name in rack.order:
         node = rack.nodes[name]
         spec = node.spec
@@ -349,6 +374,7 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench import bench_blocks, bench_rack, bench_weight_apply, format_results
 
     torch.set_num_threads(args.threads)
+    _retune(args)
     if args.rack is not None:
         results = bench_rack(
             args.rack, args.block, args.calls, args.models_dir, args.optimize, args.device
@@ -477,6 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="none: the bended graph as traced; passes (default): the optimising passes; "
         "compile: the passes, then torch.compile where it measures faster at load, said with "
         "its figures (CPU, needs a C++ compiler; docs/engine.md)",
+    )
+    optimizing.add_argument(
+        "--retune",
+        action="store_true",
+        help="time again which form each convolution computes in on this machine (chosen once "
+        "per shape and kept in the cache folder, so that a render writes the same bytes run "
+        "after run; docs/engine.md)",
     )
     devices = argparse.ArgumentParser(add_help=False)
     devices.add_argument(

@@ -179,6 +179,9 @@ class Controller:
         self.midi_folder = user_dir() / "midi"  #: where ``/midi/save`` and ``/midi/load`` go
         self.midi_port: str | None = None  #: the MIDI input's name, set by the input when open
         self._nodes: dict[str, Controller] = {}  #: a controller per rack node addressed
+        #: What the addresses of this controller's replies start with: ``/<node>`` for a rack
+        #: node's controller (its replies say which node answered), "" for the server's.
+        self.prefix = ""
         #: What ``/model/load`` swaps models with (a server's :class:`ModelSwitcher`; None: it
         #: is refused).
         self.switcher: Any = None
@@ -196,7 +199,8 @@ class Controller:
         """Check and apply one message; returns replies. Raises BendingError on a bad message,
         having changed nothing. A message from a ``client`` for later than :data:`LEAD` ahead
         is checked and held in its schedule (see :meth:`due`). ``/<node>/...`` goes to that
-        node of the rack (its own addresses), held in the same schedule."""
+        node of the rack (its own addresses), held in the same schedule, and answered under
+        the node's address (``/<node>/get/...``); so is ``/get/<node>/...``."""
         ctl, inner = self._target(address)
         match = replace(route(inner), client=client)
         values = match.entry.schema.parse(inner, args)
@@ -204,35 +208,38 @@ class Controller:
             if at > self._horizon():
                 self.schedule.add(at, client, address, values, match)
                 return []
-        return match.entry.handler(ctl, match, values, at) or []
+        return ctl._answered(match.entry.handler(ctl, match, values, at))
 
     def _target(self, address: str) -> tuple[Controller, str]:
         """The controller an address is for (a rack node's, or this one) and the address it
-        takes there."""
-        node = self._node_of(address)
-        if node is None:
+        takes there: ``/<node>/...`` and the queries ``/get/<node>/...`` and
+        ``/scheduled/<node>/...`` (the node's address after the query's word) go to the node."""
+        nodes = getattr(self.engine, "nodes", {})
+        parts = address.split("/", 3)
+        if len(parts) < 3 or parts[0] or not parts[2]:
             return self, address
-        return self.node_controller(node), address[len(node) + 1 :]
+        if parts[1] in nodes and parts[1] not in ROOT_WORDS:
+            return self.node_controller(parts[1]), address[len(parts[1]) + 1 :]
+        if parts[1] in _NODE_QUERIES and parts[2] in nodes and len(parts) == 4 and parts[3]:
+            return self.node_controller(parts[2]), f"/{parts[1]}/{parts[3]}"
+        return self, address
+
+    def _answered(self, replies: list[Reply] | None) -> list[Reply]:
+        """``replies`` under this controller's address (a node's name first)."""
+        return [(self.prefix + address, values) for address, values in replies or []]
 
     def check(self, address: str, args: Sequence[Any] = ()) -> None:
         """Refuse a message that routes nowhere or has wrong arguments (nothing is applied)."""
         _, inner = self._target(address)
         route(inner).entry.schema.parse(inner, args)
 
-    def _node_of(self, address: str) -> str | None:
-        """The rack node an address starts with (``/drive/bend/...``), or None."""
-        parts = address.split("/", 2)
-        nodes = getattr(self.engine, "nodes", {})
-        if len(parts) == 3 and parts[0] == "" and parts[2] and parts[1] in nodes:
-            return None if parts[1] in ROOT_WORDS else parts[1]
-        return None
-
     def node_controller(self, name: str) -> Controller:
-        """A controller of one node, sharing the presets and counters (made once per node: a
-        model switched in under the same name gets its own)."""
+        """A controller of one node, sharing the presets, counters and schedule (made once per
+        node: a model switched in under the same name gets its own)."""
         node, made = self.engine.nodes[name], self._nodes.get(name)
         if made is None or made.engine is not node:
             made = Controller(node, self.presets, self.counters)
+            made.prefix, made.schedule = f"/{name}", self.schedule
             self._nodes[name] = made
         return made
 
@@ -250,7 +257,7 @@ class Controller:
     def apply(self, item: Scheduled) -> list[Reply]:
         """Apply a scheduled message from :meth:`due` at its time (a node's: to that node)."""
         ctl, _ = self._target(item.address)
-        return item.route.entry.handler(ctl, item.route, list(item.values), item.at) or []
+        return ctl._answered(item.route.entry.handler(ctl, item.route, list(item.values), item.at))
 
     def seconds_to_due(self) -> float | None:
         """Seconds until the next scheduled message is to be prepared, or None."""
@@ -349,8 +356,8 @@ def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
         ctl.engine.load_parts(preset, at=at)
     elif len(nodes) > 1:
         raise BendingError(
-            f"preset '{preset.name}' is one model's and this rack plays {', '.join(nodes)}: "
-            f"send it to one node (/{next(iter(nodes))}/preset/load {preset.name})"
+            f"preset '{preset.name}' is one model's and this rack plays {ctl.engine.names}: "
+            f"send it to one node (/{ctl.engine.order[0]}/preset/load {preset.name})"
         )
     else:
         ctl.engine.load_preset(preset, at=at)
@@ -440,6 +447,7 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
 
 def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     address = m.path["address"]
+    _one_node(ctl, "get", address)
     state = ctl.engine.applied_state
     parts = address.strip("/").split("/")
     if len(parts) == 3 and parts[0] == "bend":
@@ -467,10 +475,26 @@ def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Rep
     return [(f"/get{address}", [value])]
 
 
+def _one_node(ctl: Controller, query: str, address: str) -> None:
+    """Refuse a node's ``query`` of ``address`` sent to a rack of several, saying how to ask
+    one of them (a first word that is no address of a node's: an unknown node)."""
+    nodes = getattr(ctl.engine, "order", [])
+    if len(nodes) > 1:
+        first = address.split("/")[1]
+        if first not in ROOT_WORDS:
+            raise BendingError(f"no rack node {first!r} (nodes: {', '.join(nodes)})")
+        raise BendingError(
+            f"this rack plays several nodes ({', '.join(nodes)}): ask one of them, "
+            f"/{query}/<node>{address} (/{query}/{nodes[0]}{address} for instance)"
+        )
+
+
 def _scheduled(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     address = m.path["address"]
-    route(address)  # a clear error for an address that does not exist
-    item = ctl.schedule.last(address)
+    entry = route(address).entry  # a clear error for an address that does not exist
+    if ctl.prefix == "" and not entry.rack:
+        _one_node(ctl, "scheduled", address)
+    item = ctl.schedule.last(ctl.prefix + address)
     if item is None:
         return [(f"/scheduled{address}", [])]
     seconds = max(0.0, (item.at - ctl.engine.time) / ctl.engine.sample_rate)
@@ -760,7 +784,8 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/get/<address>",
         Schema(),
-        "reply with the value playing now, e.g. /get/bend/mask/prob",
+        "reply with the value playing now, e.g. /get/bend/mask/prob (a rack's node: "
+        "/get/<node>/bend/mask/prob, answered /<node>/get/bend/mask/prob)",
         _get,
         query=True,
     ),
@@ -863,7 +888,8 @@ ADDRESSES: tuple[Address, ...] = (
         "/<node>/<address>",
         Schema(),
         "any address above for one node of a rack (/drive/bend/mask/prob 0.5, /enc/interp ...; "
-        "a one-node rack answers both, with and without its node's name)",
+        "a one-node rack answers both, with and without its node's name); replies come under "
+        "the node's address (/drive/get/...)",
         _node_address,
     ),
 )
@@ -876,6 +902,8 @@ _ROUTES = sorted(
 )
 #: First words of the table's addresses: a node of that name would hide them.
 ROOT_WORDS = frozenset(a.parts[0] for a in ADDRESSES if not a.parts[0].startswith("<"))
+#: The queries that also take a node's name after their word (``/get/<node>/...``).
+_NODE_QUERIES = ("get", "scheduled")
 
 
 def coalescing_pattern() -> str:

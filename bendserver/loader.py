@@ -24,6 +24,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from .attributes import Attribute, file_attributes
+from .cache import CacheFile, file_digest
 from .codegen import compile_source
 from .errors import BendingError
 from .latency import PROBE_SECONDS, measure_latency
@@ -35,6 +36,8 @@ DEFAULT_MODEL = "drive"
 #: File names read as TorchScript (nn~'s format).
 TORCHSCRIPT_SUFFIXES = (".ts", ".torchscript")
 _CLASS = re.compile(r".+\.py:[A-Za-z_]\w*")
+#: TorchScript files' latencies by their digest, block and rate (measuring one takes seconds).
+_LATENCIES = CacheFile("latency", {"torch": torch.__version__})
 
 
 @dataclass(frozen=True)
@@ -295,7 +298,7 @@ def _from_torchscript(path: Path, device: torch.device, measure: bool = True) ->
     ratios = [r for spec in methods.values() for r in (spec.in_ratio, spec.out_ratio)]
     fixed = int(getattr(module, "block_size", 0) or 0)  # a bendserver export of bended graphs
     block = fixed or max(2048, math.lcm(*ratios))
-    latency, source = _measured(module, methods, block, sample_rate) if measure else (0, "")
+    latency, source = _measured(module, methods, block, sample_rate, path) if measure else (0, "")
     bended = BendedModule(module)
     bended.weight_bank.alias(path.stem)  # a version named after its file, as --version's are
     return LoadedModel(
@@ -323,19 +326,27 @@ def _sample_rate(module: nn.Module) -> int:
 
 
 def _measured(
-    module: nn.Module, methods: dict[str, MethodSpec], block: int, sample_rate: int
+    module: nn.Module, methods: dict[str, MethodSpec], block: int, sample_rate: int, path: Path
 ) -> tuple[int, str]:
-    """The latency of ``forward`` measured at load and where it comes from, or 0 and why not."""
+    """The latency of ``forward`` and where it comes from, or 0 and why not: measured at the
+    file's first load, then kept for its digest (:mod:`bendserver.cache`)."""
     spec = methods.get("forward")
     if spec is None or (spec.in_ratio, spec.out_ratio) != (1, 1):
         return 0, "not measured: no audio-to-audio forward (give --latency)"
-    latency = measure_latency(module, "forward", spec.in_channels, block, sample_rate)
+    key = f"{file_digest(path)} forward {block} {sample_rate}"
+    kept = _LATENCIES.get(key)
+    if isinstance(kept, dict) and isinstance(kept.get("samples"), (int, type(None))):
+        latency, source = kept["samples"], "measured at load, kept for this file"
+    else:
+        latency = measure_latency(module, "forward", spec.in_channels, block, sample_rate)
+        _LATENCIES.settle(key, {"samples": latency})
+        source = "measured at load"
     if latency is None:
         return (
             0,
             f"not measured: an impulse changed nothing within {PROBE_SECONDS:g} s (give --latency)",
         )
-    return latency, "measured at load"
+    return latency, source
 
 
 def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:

@@ -8,7 +8,9 @@ runs, and a source checkout reads the folder itself. The shipped presets are pac
 Model names resolve along a search path: each folder given with ``--models-dir``, the folders
 of ``$BENDSERVER_MODELS`` (separated like ``PATH``), the user's ``models`` folder, then the
 shipped models. The user's folder is ``$BENDSERVER_HOME``, else ``$XDG_DATA_HOME/bendserver``,
-else ``~/.local/share/bendserver``.
+else ``~/.local/share/bendserver``. What bendserver measures once and keeps (convolution
+forms, latencies) goes to the cache folder: ``$BENDSERVER_HOME/cache``, else
+``$XDG_CACHE_HOME/bendserver``, else ``~/.cache/bendserver``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ def user_dir() -> Path:
         return Path(home)
     data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(data) / "bendserver"
+
+
+def cache_dir() -> Path:
+    """The user's cache folder: what bendserver measured and keeps (:mod:`bendserver.cache`)."""
+    home = os.environ.get("BENDSERVER_HOME")
+    if home:
+        return Path(home) / "cache"
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "bendserver"
 
 
 def model_search_path(extra: Iterable[str | Path] = ()) -> list[Path]:

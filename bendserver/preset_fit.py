@@ -51,7 +51,11 @@ def check_fit(preset: Preset, config: BendingConfig, bended: BendedModule, model
         *([f"no weight or layer output matches {unmatched}"] if unmatched else []),
         *([f"it bends {missing}, which this model does not have"] if missing else []),
         *([f"other shapes: {'; '.join(shapes)}"] if shapes else []),
-        *([f"no version {versions} (versions: {bended.versions})"] if versions else []),
+        *(
+            [f"no version {versions} (versions: {bended.weight_bank.named_versions})"]
+            if versions
+            else []
+        ),
     ]
     if problems:
         raise BendingError(

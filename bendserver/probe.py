@@ -7,7 +7,8 @@ on a block of zeros in a child forked from the command (torch is already importe
 probe costs one load and one call, not a new interpreter), and a child that dies becomes a
 :class:`ModelCrashed` naming the model, what happened (signal, exit code), where in the model's
 code, and that it is the model's code, not bendserver. Shipped models are bendserver's own and
-are not probed; ``--trust-model`` skips the probe for others.
+are not probed; ``--trust-model`` skips the probe for others. A TorchScript file holds all
+its code: a file the probe passed (by its digest, with this torch) is not probed again.
 
 ``check=True`` (a live server's ``/model/load``, which must not load into the process that plays
 what it has not seen work) also refuses a model the child could not load (a truncated or corrupt
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from .cache import CacheFile, file_digest
 from .errors import BendingError, ModelCrashed, describe
 from .loader import TORCHSCRIPT_SUFFIXES, load_model, model_location
 from .paths import PACKAGE, SHIPPED_MODELS
@@ -43,6 +45,9 @@ _FAILED = "failed: "
 #: Seconds between two looks at the child while waiting (each a point where work may breathe).
 _POLL = 0.02
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+#: The TorchScript files the probe passed, by digest and block (a second probe of the same
+#: file with the same torch runs the same code on the same zeros).
+_PASSED = CacheFile("probed", {"torch": torch.__version__})
 
 
 def probe_model(
@@ -63,6 +68,11 @@ def probe_model(
         return False
     if not shipped and location.resolve().is_relative_to(SHIPPED_MODELS.resolve()):
         return False
+    passed = None  # the key of a file whose verdict is kept
+    if location.suffix in TORCHSCRIPT_SUFFIXES and location.is_file():
+        passed = f"{file_digest(location)} {block}"
+        if _PASSED.get(passed) is True:
+            return False
     steps_read, steps_write = os.pipe()
     trace_read, trace_write = os.pipe()
     sys.stdout.flush()
@@ -89,8 +99,11 @@ def probe_model(
         return True
     if status != 0:
         raise ModelCrashed(_verdict(source, location, last, status, trace))
-    if check and last.startswith(_FAILED):
-        raise BendingError(f"model {source!r}: {last[len(_FAILED) :]} (nothing was loaded)")
+    if last.startswith(_FAILED):
+        if check:
+            raise BendingError(f"model {source!r}: {last[len(_FAILED) :]} (nothing was loaded)")
+    elif passed is not None:
+        _PASSED.settle(passed, True)
     return True
 
 

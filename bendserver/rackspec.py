@@ -253,6 +253,17 @@ def wire(source: Node, name: str) -> LoadedModel:
     )
 
 
+def counted(rack: Rack) -> str:
+    """What a rack plays, as the banner and ``info`` say it: its model nodes, and the named
+    edges that are nodes of their own (``4 nodes and the named edge z``)."""
+    edges = [n for n in rack.order if isinstance(rack.nodes[n].bended.module, Wire)]
+    models = len(rack.nodes) - len(edges)
+    nodes = f"{models} node{'s' if models > 1 else ''}"
+    if not edges:
+        return nodes
+    return f"{nodes} and the named edge{'s' if len(edges) > 1 else ''} {', '.join(edges)}"
+
+
 def split_method(text: str) -> tuple[str, str]:
     """``model.method`` or ``file.ts:method`` into (model, method); a plain model, a folder,
     a file or ``file.py:Class`` plays ``forward``."""

@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ from .osc import OscService
 from .osc.frames import FRAME_RATE, FrameStreams
 from .osc.oscquery import OscQueryService
 from .presets import load_preset, preset_for
+from .rackspec import counted
 from .switching import ModelSwitcher
 from .ui import Meters
 
@@ -303,6 +305,7 @@ class Server:
         if self.options.seed is not None:  # what the model draws from here: a take repeats
             torch.manual_seed(self.options.seed)
         self.backend.start()
+        self._first_block()
         self.osc.start()
         if self.frames is not None:
             self.frames.start()
@@ -313,6 +316,13 @@ class Server:
             set_realtime(DISCOVERY, self.oscquery.thread)  # a GIL holder: see audio.priority
         self.reporter.start()
         self.running = True
+
+    def _first_block(self, timeout: float = 2.0) -> None:
+        """Wait until the stream has computed a block (at most ``timeout`` seconds), so that
+        OSC, which starts next, answers ``/ping`` once the model plays."""
+        deadline = time.monotonic() + timeout
+        while self.engine.stats.blocks == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def stop(self) -> None:
         """Stop OSC, the stream, the worker; close the recording; terminate PortAudio."""
@@ -440,7 +450,13 @@ class Server:
             lines.append(f"frames     {self.frames.describe()}")
         if self.recorder is not None:
             lines.append(f"recording  {self.recorder.path}")
-        lines.append(f"try        {self.example()}")
+        there = f" on {options.reply_host}" if options.reply_host else ""
+        lines += [
+            f"replies    oscdump {options.reply_port} prints them{there}; oscsend localhost "
+            f"{self.osc.port} /get{self._example()[0]} answers the value playing",
+            "stop       Ctrl-C",
+            f"try        {self.example()}",
+        ]
         return "\n".join(lines)
 
     def _model_lines(self) -> list[str]:
@@ -454,7 +470,7 @@ class Server:
         if len(engine.nodes) == 1:
             node = self.lead
             return [f"model      {node.model.name} ({node.method}, {shape}), {_ops(node)}"]
-        lines = [f"rack       {len(engine.nodes)} nodes ({shape}), /list nodes names them"]
+        lines = [f"rack       {counted(engine)} ({shape}), /list nodes names them"]
         for name in engine.order:
             node = engine.nodes[name]
             lines.append(f"node       /{name}: {node.model.name} ({node.method}), {_ops(node)}")
@@ -498,17 +514,20 @@ class Server:
 
     def example(self) -> str:
         """An ``oscsend`` line that changes a parameter of the loaded preset."""
+        address, value = self._example()
+        return f"oscsend localhost {self.osc.port} {address} f {value:g}"
+
+    def _example(self) -> tuple[str, float]:
+        """The address and a safe value of a parameter of the loaded preset (else the gain)."""
         nodes = self.engine.nodes
-        prefix = "" if len(nodes) == 1 else f"/{next(iter(nodes))}"
-        port, address, value = self.osc.port, f"{prefix}/engine/gain", 0.5
+        prefix = "" if len(nodes) == 1 else f"/{self.engine.order[0]}"
         for name, node in nodes.items():
             for op_id, op in node.ops.items():
                 for param_name, param in op.params.items():
                     prefix = "" if len(nodes) == 1 else f"/{name}"
-                    address = f"{prefix}/bend/{op_id}/{param_name}"
                     value = _example_value(param.low, param.high, op.get(param_name))
-                    return f"oscsend localhost {port} {address} f {value:g}"
-        return f"oscsend localhost {port} {address} f {value:g}"
+                    return f"{prefix}/bend/{op_id}/{param_name}", value
+        return f"{prefix}/engine/gain", 0.5
 
 
 def _title(engine: Rack) -> str:

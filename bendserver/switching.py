@@ -131,12 +131,12 @@ class ModelSwitcher:
         nodes = self.rack.nodes
         if node is not None:
             if node not in nodes:
-                raise BendingError(f"no rack node {node!r} (nodes: {', '.join(nodes)})")
+                raise BendingError(f"no rack node {node!r} (nodes: {self.rack.names})")
             return node, None
         if len(nodes) > 1:
             raise BendingError(
                 f"/model/load replaces a one-model server's model; this rack plays "
-                f"{', '.join(nodes)}: load into one of them (/<node>/load MODEL [PRESET])"
+                f"{self.rack.names}: load into one of them (/<node>/load MODEL [PRESET])"
             )
         (name,) = nodes
         return name, RackSpec.chain([source]).nodes[0].name

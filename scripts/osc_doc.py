@@ -79,6 +79,16 @@ NOTES = """
 | `/node/loaded node model probe_s load_s warm_s` | `/node/<node>/load`: it plays in that node |
 | `/error <address> <message>` | a refused message; `<address>` is empty for a malformed packet |
 
+**A node's replies name it.** In a rack, a message to a node (`/<node>/...`) is answered under
+that node's address: every reply above with `/<node>` first. `/drive/get/bend/mask/prob` and
+`/get/drive/bend/mask/prob` (the node's address after `/get`, as `/scheduled/drive/...` after
+`/scheduled`) ask the same and are both answered `/drive/get/bend/mask/prob 0.3`, so a patch
+tells the nodes' values apart by address (Max: `[route /drive/get/bend/mask/prob]`; Pd:
+`[oscparse]`, `[list trim]`, `[route drive]`); `/wavae/list ops` is answered `/wavae/list/ops ...`,
+`/drive/stats` `/drive/stats ...`. A one-model server's replies to addresses without a node's
+name are as above (`/get/bend/mask/prob 0.3`). A node's query sent to a rack of several without
+a node's name is refused with the form to use.
+
 `/stats` keys: `blocks` (blocks computed), `latency` (samples from input to output before the
 device's own, as the banner prints; `latency_ms` the same in milliseconds, `path_latency_ms` the
 part the audio path adds to the model's own), `xruns` (on a JACK server JACK's own count, by an

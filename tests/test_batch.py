@@ -161,6 +161,24 @@ def test_the_manifest_skips_files_made_the_same_way_and_guards_the_others(tmp_pa
     assert manifest["files"]["f0.wav"]["recipe"]["preset"] == "drive"
 
 
+def test_other_threads_or_a_retuning_make_the_files_again(tmp_path, capsys, monkeypatch):
+    """Several torch threads sum in another order (other bytes): a folder made with one is not
+    kept for two. --retune makes the files again (their forms may change), without --force."""
+    monkeypatch.setattr(convolution, "_RETUNED_SINCE", None)  # put back after
+    source = _folder(tmp_path / "in", 1, stereo=False)
+    out = tmp_path / "out"
+    assert _render(source, out, "--workers", "1") == 0
+    made = json.loads((out / MANIFEST).read_text())["files"]["f0.wav"]["recipe"]
+    assert made["threads"] == 1 and "retune" not in made
+    capsys.readouterr()
+    assert _render(source, out, "--workers", "1", "--threads", "2") == 2
+    assert "not made by this render: pass --force" in capsys.readouterr().err
+    assert _render(source, out, "--workers", "1", "--retune") == 0
+    assert "wrote" in capsys.readouterr().out
+    assert _render(source, out, "--workers", "1") == 0
+    assert "kept" in capsys.readouterr().out, "the retuned forms are the machine's now"
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_an_interrupted_render_resumes_with_only_the_missing_files(tmp_path, capsys, workers):
     """Ctrl-C in the middle of a folder (a model taking 20 ms a block): the files written are

@@ -111,3 +111,42 @@ def test_bad_messages_raise_clear_errors(control, address, args, message):
     with pytest.raises(tb.BendingError, match=message):
         control.dispatch(address, args)
     assert _level(control) == 1.0, "nothing changed, the engine keeps running"
+
+
+def test_a_nodes_replies_carry_its_address_whichever_form_asked():
+    """Two nodes' values told apart by address: /<node>/get/... and /get/<node>/... are both
+    answered /<node>/get/...; a query without a node names the form to use, in the order
+    /list nodes gives."""
+    from bendserver.engine.node import Node
+    from bendserver.engine.rack import Rack
+
+    nodes = {}
+    for name, value in (("b", 0.5), ("a", 2.0)):
+        nodes[name] = Node(Identity(), block=64)
+        nodes[name].add_op("g", tb.Scale(value=value), "gain")
+    ctl = Controller(Rack(nodes, fuse=False))
+    ctl.engine.process(np.zeros((1, 64), np.float32))  # /get reads what played
+    assert ctl.dispatch("/list", ["nodes"]) == [("/list/nodes", ["b", "a"])]
+    for asked in ("/a/get/bend/g/value", "/get/a/bend/g/value"):
+        assert ctl.dispatch(asked) == [("/a/get/bend/g/value", [2.0])]
+    assert ctl.dispatch("/get/b/bend/g/value") == [("/b/get/bend/g/value", [0.5])]
+    assert ctl.dispatch("/b/list", ["ops"]) == [("/b/list/ops", ["g"])]
+    assert ctl.dispatch("/a/ping") == [("/a/pong", [])]
+    ctl.dispatch("/a/bend/g/value", [1.0], at=ctl.engine.time + 48000, client="host")
+    for asked in ("/a/scheduled/bend/g/value", "/scheduled/a/bend/g/value"):
+        [(address, [seconds, value])] = ctl.dispatch(asked)
+        assert address == "/a/scheduled/bend/g/value" and value == 1.0 and seconds > 0.5
+    assert ctl.dispatch("/scheduled/b/bend/g/value") == [("/b/scheduled/bend/g/value", [])]
+    with pytest.raises(tb.BendingError) as refused:
+        ctl.dispatch("/get/bend/g/value")
+    assert str(refused.value) == (
+        "this rack plays several nodes (b, a): ask one of them, /get/<node>/bend/g/value "
+        "(/get/b/bend/g/value for instance)"
+    )
+    with pytest.raises(tb.BendingError, match=r"no rack node 'c' \(nodes: b, a\)"):
+        ctl.dispatch("/get/c/bend/g/value")
+    with pytest.raises(tb.BendingError) as refused:
+        ctl.dispatch("/version", ["default"])
+    assert "applied_state" not in str(refused.value) and "(b, a)" in str(refused.value)
+    single = Controller(nodes["a"])  # one model: its replies as they were
+    assert single.dispatch("/get/bend/g/value") == [("/get/bend/g/value", [2.0])]

@@ -144,9 +144,10 @@ def _local(word: str, demo: Path, folder: Path) -> str:
             sf.write(str(sounds / name), sf.read(str(demo), dtype="float32")[0], 48000)
         return str(sounds)
     is_sound_file = Path(word).suffix in (".wav", ".flac") and not word.startswith(".")
-    if is_sound_file and not (ROOT / word).exists():
-        if "out" in word or "take" in word:
-            return str(folder / Path(word).name)
+    if is_sound_file and ("out" in word or "take" in word) and not (ROOT / word).exists():
+        return str(folder / Path(word).name)
+    if is_sound_file:  # an input, a shipped demo too (which must be there for a newcomer)
+        assert not word.startswith("models/") or (ROOT / word).is_file(), f"no {word} is shipped"
         copy = folder / "in" / Path(word).name  # the demo, under the doc's name and format
         if not copy.exists():
             copy.parent.mkdir(exist_ok=True)

@@ -212,3 +212,49 @@ def test_info_render_and_serve_name_a_model_whose_code_kills_its_process(tmp_pat
         assert f"the model's own code ({segfaults}), not bendserver" in line
     assert results[6][0] == 0, "a model that does not crash is loaded as before"
     assert not (tmp_path / "out.wav").exists()
+
+
+class _Scripted(torch.nn.Module):
+    """The smallest nn~ file: one method, its parameters as a buffer."""
+
+    def __init__(self, gain: float = 1.0) -> None:
+        super().__init__()
+        self.gain = gain
+        self.register_buffer("forward_params", torch.tensor([1, 1, 1, 1]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gain
+
+
+def test_a_torchscript_file_the_probe_passed_is_not_probed_again(tmp_path, monkeypatch):
+    """A .ts file holds all its code: once the probe passed it (by digest, with this torch),
+    the next command loads it without the child's load and call (longer than importing torch
+    for a RAVE export); another block, another file, or a file the probe refused is probed
+    again."""
+    from bendserver.probe import probe_model
+
+    monkeypatch.setenv("BENDSERVER_HOME", str(tmp_path / "home"))
+    path = tmp_path / "m.ts"
+    torch.jit.script(_Scripted()).save(str(path))
+    assert probe_model(str(path), check=True) is True
+    assert probe_model(str(path), check=True) is False, "passed before: kept"
+    assert probe_model(str(path), block=512) is True, "another block"
+    torch.jit.script(_Scripted(2.0)).save(str(path))
+    assert probe_model(str(path)) is True, "written again"
+    truncated = tmp_path / "truncated.ts"
+    truncated.write_bytes(path.read_bytes()[:200])
+    for _ in range(2):
+        with pytest.raises(tb.BendingError, match="nothing was loaded"):
+            probe_model(str(truncated), check=True)
+
+
+def test_a_render_names_every_file_it_lacks_at_once(tmp_path, monkeypatch, capsys):
+    """The README's example, copied without its files, named the score alone; the input on the
+    next try."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["render", "song.wav", "-o", "out.wav"], ["sweep", "song.wav", "--vary",
+                    "mask.prob=0,1", "-o", "out"]):  # fmt: skip
+        assert main([*command, "-m", "drive", "--score", "moves.txt"]) == 2
+        assert one_line(capsys.readouterr().err) == (
+            "bendserver: no input file song.wav, no score file moves.txt"
+        )

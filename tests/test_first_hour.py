@@ -226,3 +226,22 @@ def test_render_into_a_new_folder_and_clashing_names(tmp_path, capsys):
 def test_latent_outputs_are_not_fused():
     engine = tb.StreamEngine("wavae", method="encode", block=2048)
     assert engine.fuse is None and tb.StreamEngine("wavae", block=2048).fuse is not None
+
+
+def test_a_saved_preset_holds_the_values_as_sent(tmp_path):
+    """It stored 0.30000001192092896 for 0.3 (the float32 a parameter is held in, as a double);
+    the shortest decimal of that float32 loads back to the same value."""
+    control = Controller(
+        tb.StreamEngine("drive", block=256, preset="drive"),
+        presets=PresetLibrary(tmp_path / "user", PRESETS_DIR),
+    )
+    control.dispatch("/bend/mask/prob", [0.3])
+    control.dispatch("/bend/lfo/freq", [1 / 3000])
+    control.dispatch("/preset/save", ["mine"])
+    ops = json.loads((tmp_path / "user" / "mine.json").read_text())["ops"]
+    assert ops["mask"]["params"] == {"prob": 0.3} and ops["noise"]["params"] == {"std": 0.15}
+    assert ops["lfo"]["params"]["freq"] == 0.00033333333
+    control.dispatch("/preset/load", ["mine"])
+    control.engine.process(np.zeros((1, 256), np.float32))
+    op = control.engine.ops["lfo"]
+    assert op.value_tensor("freq") == torch.tensor(1 / 3000, dtype=torch.float32)

@@ -104,10 +104,13 @@ def test_the_ceiling_holds_in_a_file_at_another_rate(tmp_path):
     loud = np.clip(np.random.default_rng(1).standard_normal(4000), -1, 1).astype(np.float32)
     sf.write(str(tmp_path / "in.wav"), loud, 8000, subtype="PCM_16")
     engine = tb.StreamEngine("drive", preset="drive")
+    engine.set_gain(2.0)  # over full scale: the limiter has work
     render_file(engine, tmp_path / "in.wav", tmp_path / "out.wav")
     written, rate = sf.read(str(tmp_path / "out.wav"), dtype="int16")
     assert rate == 8000 and sf.info(str(tmp_path / "out.wav")).subtype == "PCM_16"
     assert np.abs(written.astype(np.int32)).max() <= 0.99 * 32768 + 1  # never full scale
     assert engine.stats_dict()["limited"] > 0, "the limiter had work to do"
-    played = tb.StreamEngine("drive", preset="drive")(loud, 8000)
+    played = tb.StreamEngine("drive", preset="drive")
+    played.set_gain(2.0)
+    played = played(loud, 8000)
     assert np.abs(played).max() <= 0.99

@@ -93,12 +93,14 @@ def test_cli_render_info_and_bench(tmp_path, capsys):
     out = tmp_path / "demo.wav"
     assert main(["render", str(demo), "-m", "drive", "-p", "drive", "-o", str(out)]) == 0
     assert sf.info(str(out)).duration == pytest.approx(sf.info(str(demo)).duration, abs=1e-3)
-    assert "wrote" in capsys.readouterr().out
+    said = capsys.readouterr().out  # what make render prints: the preset's level fits
+    assert "wrote" in said and "0 NaN/Inf samples, 0 samples limited" in said
     assert main(["render", str(demo), "-o", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
     assert main(["info", "drive"]) == 0
     out = capsys.readouterr().out
     assert "activations of forward" in out
+    assert "versions ['default']," in out, "the internal name of the file's own weights"
     assert "the ring mode adds 2048 samples (42.67 ms: 1 block ahead)" in out
     assert main(["bench", "--block", "256", "--calls", "5", "--apply-sizes", "10", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

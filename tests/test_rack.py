@@ -132,6 +132,7 @@ def test_the_shipped_rack_renders_and_info_lists_it(tmp_path, capsys):
         assert main(["info", "--rack", given]) == 0
         printed = capsys.readouterr().out
         assert "z: z.forward, 8 ch x 1/32 -> 8 ch x 1/32" in printed, printed
+        assert "rack of 4 nodes and the named edge z," in printed, "the edge counted as a node"
         assert "latency 0 samples" in printed
     assert main(["info", "--rack", "wavae_drum"]) == 2
     said = capsys.readouterr().err
@@ -169,8 +170,8 @@ def test_oscsend_reaches_a_served_node_by_its_name(tmp_path, replies):
         while engine.ops["g"].get("value") != 0.25 and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.05)  # /get reads what the audio applied, at the next block
-        oscsend(server.osc.port, "/Identity/get/bend/g/value")
-        assert replies.wait_for("/get/bend/g/value") == [0.25]
+        oscsend(server.osc.port, "/Identity/get/bend/g/value")  # answered under its name
+        assert replies.wait_for("/Identity/get/bend/g/value") == [0.25]
         oscsend(server.osc.port, "/get/bend/g/value")  # one node: without its name too
         assert replies.wait_for("/get/bend/g/value") == [0.25]
         oscsend(server.osc.port, "/nope/bend/g/value", "f", 0.5)

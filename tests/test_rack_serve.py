@@ -9,7 +9,7 @@ import urllib.request
 import numpy as np
 import pytest
 import soundfile as sf
-from jack import oscsend
+from jack import oscsend, send_python
 from pythonosc.osc_bundle_builder import OscBundleBuilder
 from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
@@ -58,19 +58,34 @@ def test_a_served_racks_node_change_is_heard_and_read_back_per_node(tmp_path, re
             assert time.monotonic() < deadline, "the node's change never applied"
             time.sleep(0.01)
         time.sleep(0.2)
+        # each node's reply under its address, whichever form asked (liblo, python-osc)
         oscsend(server.osc.port, "/b/get/bend/g/value")
-        assert replies.wait_for("/get/bend/g/value") == [0.5]
-        oscsend(server.osc.port, "/a/get/bend/g/value")
-        assert replies.wait_for("/get/bend/g/value") == [1.0]
+        send_python(server.osc.port, "/a/get/bend/g/value")
+        assert dict(replies.receive()) == {
+            "/b/get/bend/g/value": [0.5],
+            "/a/get/bend/g/value": [1.0],
+        }
+        oscsend(server.osc.port, "/get/a/bend/g/value")  # the node's address after /get
+        send_python(server.osc.port, "/get/b/bend/g/value")
+        assert dict(replies.receive()) == {
+            "/a/get/bend/g/value": [1.0],
+            "/b/get/bend/g/value": [0.5],
+        }
+        oscsend(server.osc.port, "/get/bend/g/value")  # no node named: says how to ask one
+        assert replies.wait_for("/error") == [
+            "/get/bend/g/value",
+            "this rack plays several nodes (a, b): ask one of them, /get/<node>/bend/g/value "
+            "(/get/a/bend/g/value for instance)",
+        ]
         oscsend(server.osc.port, "/bend/g/value", "f", 0.1)  # no node named: refused
         assert "a, b" in replies.wait_for("/error")[-1]
         oscsend(server.osc.port, "/b/preset/save", "s", "rack_b")  # a node's own preset
-        assert replies.wait_for("/preset/saved") == ["rack_b"]
+        assert replies.wait_for("/b/preset/saved") == ["rack_b"]
         oscsend(server.osc.port, "/stats")
         stats = replies.wait_for("/stats")
         assert stats[stats.index("latency") + 1] == server.latency
         oscsend(server.osc.port, "/b/stats")
-        own = replies.wait_for("/stats")
+        own = replies.wait_for("/b/stats")
     rack_ms = {key: stats[stats.index(key) + 1] for key in ("p50_ms", "a_p50_ms", "b_max_ms")}
     assert 0 < rack_ms["a_p50_ms"] < rack_ms["p50_ms"] and rack_ms["b_max_ms"] > 0
     own = dict(zip(own[::2], own[1::2], strict=True))  # b: its op added, its value set
@@ -132,7 +147,7 @@ def test_a_racks_preset_saves_every_node_and_loads_each_part(replies):
             assert time.monotonic() < deadline, "the rack's preset did not load node b's part"
             time.sleep(0.01)
         oscsend(port, "/b/preset/save", "s", "node_b")  # one node's: the rack refuses it
-        assert replies.wait_for("/preset/saved") == ["node_b"]
+        assert replies.wait_for("/b/preset/saved") == ["node_b"]
         oscsend(port, "/preset/load", "s", "node_b")
         assert "send it to one node (/a/preset/load node_b)" in replies.wait_for("/error")[-1]
 

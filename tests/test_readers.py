@@ -5,7 +5,9 @@ that is wrong."""
 import json
 import shutil
 
+import numpy as np
 import pytest
+import soundfile as sf
 
 import bendserver as tb
 from bendserver.cli import main
@@ -38,7 +40,9 @@ def test_score_arguments_that_are_not_decimals_stay_words():
 
 def test_a_score_that_is_not_utf8_is_named(tmp_path, capsys):
     (tmp_path / "moves.txt").write_bytes(b"0 /engine/gain 0.5\n1 /preset/load caf\xe9\n")
-    argv = ["render", "in.wav", "--score", str(tmp_path / "moves.txt"), "-o", "x.wav"]
+    sf.write(str(tmp_path / "in.wav"), np.zeros(480, np.float32), 48000)
+    argv = ["render", str(tmp_path / "in.wav"), "--score", str(tmp_path / "moves.txt"), "-o",
+            str(tmp_path / "x.wav")]  # fmt: skip
     assert main(argv) == 2
     assert "moves.txt is not UTF-8 text (line 2" in capsys.readouterr().err
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from jack import Replies, free_port, oscsend, stats
+from jack import Replies, free_port, need_portaudio, oscsend, stats
 from streaming import CausalStack, Identity
 
 import bendserver as tb
@@ -64,9 +64,15 @@ def test_cli_serves_and_stops_cleanly_with_a_valid_recording(tmp_path, sig):
         assert "runs on    cpu" in text
         assert f"127.0.0.1:{port}" in text and f":{replies.port}" in text
         assert f"try        oscsend localhost {port} /engine/gain f 0.5" in text
+        assert stats(port, replies)["blocks"] >= 1, "it answers once the model plays"
+        assert "stop       Ctrl-C" in text  # it said neither how to stop nor how to see
+        query = f"replies    oscdump {replies.port} prints them; oscsend localhost {port} "
+        assert f"{query}/get/engine/gain answers the value playing" in text
         oscsend(port, "/engine/gain", "f", 0.5)
         time.sleep(0.6)
         assert stats(port, replies)["commands"] >= 1
+        oscsend(port, "/get/engine/gain")  # what the banner says to send: the change is seen
+        assert replies.wait_for("/get/engine/gain") == [0.5]
         process.send_signal(sig)
         tail = process.communicate(timeout=20)[0]
     finally:
@@ -115,6 +121,18 @@ def test_cli_refusals_say_what_to_do(extra, message, tmp_path, monkeypatch, caps
     argv = ["serve", "-m", MODEL, "--osc-port", "0", "-p", "none", *extra]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_jack_without_a_jack_server_says_how_to_start_one(monkeypatch, capsys):
+    """It suggested --audio jack, the flag just given."""
+    need_portaudio()
+    monkeypatch.setenv("JACK_DEFAULT_SERVER", f"none{os.getpid()}")  # a server that is not up
+    monkeypatch.setenv("JACK_NO_START_SERVER", "1")
+    argv = ["serve", "-m", MODEL, "--osc-port", "0", "-p", "none", "--audio", "jack"]
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert "no JACK server runs" in said and "jackd -d dummy" in said
+    assert "scripts/jack_dummy.sh" in said and "e.g. --audio jack" not in said
 
 
 def test_busy_osc_port_is_refused():

@@ -286,7 +286,7 @@ def test_a_node_of_a_served_rack_switches_live_under_jack(tmp_path, replies):
             time.sleep(0.3)
             after = stats(port, replies)
             oscsend(port, "/drive/get/engine/gain")
-            gain = replies.wait_for("/get/engine/gain")
+            gain = replies.wait_for("/drive/get/engine/gain")
             assert output_level(server) > 0.01
     assert "fits its place" in refused[0][1] and "1 channel(s) of audio" in refused[0][1]
     assert "no rack node 'nothing'" in refused[1][1]

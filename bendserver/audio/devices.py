@@ -83,10 +83,19 @@ def find_device(sd: Any, name: str | None, direction: str) -> Device:
         ]
     if not chosen:
         listing = "; ".join(str(d) for d in usable) or "none"
+        if name is not None and name.lower() == "jack":
+            raise BendingError(
+                "no JACK server runs (PortAudio found none to connect to): start one, e.g. "
+                "jackd -d alsa for a sound card or jackd -d dummy for a clock without one "
+                "(a checkout has scripts/jack_dummy.sh start), then serve again; or choose "
+                f"another device ({direction} devices: {listing}), or --audio null"
+            )
         what = f"no {direction} device matches {name!r}" if name else f"no default {direction}"
+        apis = sorted({d.hostapi.split()[0].lower() for d in usable})
+        example = f" (e.g. --audio {apis[0]})" if apis else ""
         raise BendingError(
             f"{what}. {direction.capitalize()} devices: {listing}. Give a device or host API "
-            "name (e.g. --audio jack), or play without a sound card with --audio null"
+            f"name{example}, or play without a sound card with --audio null"
         )
     return chosen[0]
 

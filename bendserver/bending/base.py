@@ -164,8 +164,10 @@ class BendingOp(nn.Module):
         return Chain(self, other)
 
     def spec(self) -> dict[str, Any]:
-        """A JSON-serialisable description from which :func:`op_from_spec` rebuilds the op."""
-        return {"op": self.name, "params": self.values(), "options": self.options()}
+        """A JSON-serialisable description from which :func:`op_from_spec` rebuilds the op
+        (each value the shortest decimal its tensor holds: 0.3, not 0.30000001192092896)."""
+        params = {name: _shortest(self.value_tensor(name)) for name in self.params}
+        return {"op": self.name, "params": params, "options": self.options()}
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v:.3f}" for k, v in self.values().items())
@@ -272,6 +274,16 @@ def seeded_generator(seed: int, target: str, device) -> torch.Generator:
 def draw_seed() -> int:
     """A seed from torch's global RNG, so ``torch.manual_seed`` makes ``seed=None`` repeatable."""
     return int(torch.randint(0, 2**31 - 1, ()).item())
+
+
+def _shortest(value: torch.Tensor) -> float:
+    """The decimal of fewest digits that is the value a 0-d tensor holds in its dtype."""
+    exact = float(value)
+    for digits in range(1, 18):
+        decimal = float(f"{exact:.{digits}g}")
+        if torch.tensor(decimal, dtype=value.dtype) == value:
+            return decimal
+    return exact
 
 
 def field_shape(shape: torch.Size, dim: int | tuple[int, ...] | None) -> list[int]:

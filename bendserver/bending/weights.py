@@ -134,7 +134,7 @@ class WeightBank:
 
     def check_version(self, name: str) -> None:
         if name not in self.versions:
-            raise BendingError(f"no version '{name}'; versions are {sorted(self.versions)}")
+            raise BendingError(f"no version '{name}'; versions are {self.named_versions}")
 
     def snapshot(self) -> dict[str, torch.Tensor]:
         """The current effective weights, copied."""

@@ -391,7 +391,10 @@ class Node:
         return np.zeros((self.out_channels, self.out_frames), dtype=np.float32)
 
     def _mix_and_gain(self, dry: np.ndarray, wet: np.ndarray) -> np.ndarray:
-        """Dry/wet mix and output gain, each moved linearly across the block when it changes."""
+        """Dry/wet mix and output gain, each moved linearly across the block when it changes
+        (from the stream's first block on: a preset's play at once, at any block size)."""
+        if self.time == 0:
+            self._applied_mix, self._applied_gain = self.mix, self.gain
         mix = self._smoothed(self._applied_mix, self.mix)
         gain = self._smoothed(self._applied_gain, self.gain)
         self._applied_mix, self._applied_gain = self.mix, self.gain

@@ -182,11 +182,15 @@ class Rack:
         if len(self.nodes) == 1:
             return getattr(self._first, name)
         raise BendingError(
-            f"this rack plays several nodes ({', '.join(self.nodes)}): send this to one of them, "
-            f"/<node>/... (its {name} is that node's)"
+            f"this rack plays several nodes ({self.names}): send this to one of them, /<node>/..."
         )
 
     # -- what the rack plays -------------------------------------------------------------------
+
+    @property
+    def names(self) -> str:
+        """The nodes' names in playing order, as ``/list nodes`` gives them and messages say."""
+        return ", ".join(self.order)
 
     @property
     def _first(self) -> Node:
@@ -414,7 +418,7 @@ class Rack:
         self.check_idle()
         old = self.nodes.get(name)
         if old is None:
-            raise BendingError(f"no rack node {name!r} (nodes: {', '.join(self.nodes)})")
+            raise BendingError(f"no rack node {name!r} (nodes: {self.names})")
         plays = (old.spec, old.block, old.sample_rate, old.streams)
         if (node.spec, node.block, node.sample_rate, node.streams) != plays:
             raise BendingError(
@@ -480,7 +484,7 @@ class Rack:
         if unknown:
             raise BendingError(
                 f"preset '{preset.name}' sets nodes {unknown} this rack does not play (its "
-                f"nodes: {', '.join(self.nodes)}): load it into a rack of those nodes"
+                f"nodes: {self.names}): load it into a rack of those nodes"
             )
         for name, part in preset.nodes.items():
             self.nodes[name].check_preset(part)

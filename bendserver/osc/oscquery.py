@@ -25,12 +25,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
-
-import ifaddr
-from aiohttp import WSMsgType, web
-from zeroconf import InterfaceChoice, ServiceInfo
-from zeroconf.asyncio import AsyncZeroconf
+from typing import TYPE_CHECKING, Any
 
 from ..audio.gate import ComputeGate
 from ..control import Controller
@@ -41,6 +36,12 @@ from .access import AccessList, foreign_host, foreign_origin, local_names
 from .intake import MAX_DATAGRAM
 from .namespace import Namespace, Node
 from .replies import encode
+
+if TYPE_CHECKING:
+    import ifaddr
+    from aiohttp import WSMsgType, web
+    from zeroconf import InterfaceChoice, ServiceInfo
+    from zeroconf.asyncio import AsyncZeroconf
 
 log = logging.getLogger("bendserver.oscquery")
 
@@ -157,6 +158,7 @@ class OscQueryService(LoopThread):
     # -- the loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
+        _import_libraries()
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
@@ -193,7 +195,6 @@ class OscQueryService(LoopThread):
 
     # -- HTTP --------------------------------------------------------------------------------
 
-    @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """Refuse a request from a host not allowed, for another name, or from another site."""
         refusal = self._refusal(request)
@@ -201,6 +202,8 @@ class OscQueryService(LoopThread):
             log.debug("OSCQuery refused a request: %s", refusal)
             return web.Response(status=403, text=refusal)
         return await handler(request)
+
+    _guard.__middleware_version__ = 1  # as aiohttp's web.middleware marks it (not imported yet)
 
     def _refusal(self, request: web.Request) -> str | None:
         """Why ``request`` is refused (None: it is not)."""
@@ -364,6 +367,17 @@ class OscQueryService(LoopThread):
                 with contextlib.suppress(Exception):
                     await zeroconf.async_unregister_all_services()
                     await zeroconf.async_close()
+
+
+def _import_libraries() -> None:
+    """aiohttp, zeroconf and ifaddr, imported by the service's thread as it starts: importing
+    them took a fifth of torch's import, which a server's start no longer waits for (it answers
+    OSC meanwhile)."""
+    global ifaddr, WSMsgType, web, InterfaceChoice, ServiceInfo, AsyncZeroconf
+    import ifaddr
+    from aiohttp import WSMsgType, web
+    from zeroconf import InterfaceChoice, ServiceInfo
+    from zeroconf.asyncio import AsyncZeroconf
 
 
 def _nodes(methods: dict[str, Any]) -> set[str]:

@@ -22,21 +22,33 @@ other form, :func:`folded_conv_transpose1d`: one matrix product and the taps' ov
 Measured here (one thread): drive's 8-to-1, 16-tap tone filter at block 2048 took 49 us as a
 convolution, 40 us as columns, 18 us as tap sums; at block 256, 9.4, 13.3 and 11.7 us. Its
 8-tap filter with dilation 128: 80, 25 and 15 us at 2048; 25, 12 and 12 us at 256. So the pass
-times the forms on each convolution's shapes when it runs (off the audio thread, once per shape
-in a process) and rewrites a convolution only into a form at least 10 % faster.
+times the forms on each convolution's shapes (off the audio thread) and rewrites a convolution
+only into a form at least 10 % faster.
+
+The forms round differently (by about 1e-7), so a choice made by timing in each process would
+make the same render write other bytes on a busy machine. A choice is made once per shape
+(input, weight, bias, dilation, stride, torch threads) and machine (processor, torch, its CPU
+kernels, the forms there are) and kept in the user's cache folder (:mod:`bendserver.cache`):
+every later process, and every model with that shape, plays the same form. :func:`retune`
+measures the choices again (``--retune``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import platform
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 
+from ..cache import CacheFile
 from .nodes import attribute, copy_meta
 
 
@@ -122,6 +134,8 @@ STRIDED = {row_conv1d}
 #: The rewrites of a transposed convolution (``x, weight, bias, stride``).
 TRANSPOSED_FORMS: dict[str, Callable[..., torch.Tensor]] = {"folded": folded_conv_transpose1d}
 _CHOSEN: dict[tuple, Callable[..., torch.Tensor] | None] = {}
+#: Choices stored before this time (``time.time()``) are measured again; None: kept.
+_RETUNED_SINCE: float | None = None
 
 
 def fastest_form(
@@ -133,31 +147,115 @@ def fastest_form(
     transposed: bool = False,
 ) -> Callable[..., torch.Tensor] | None:
     """The rewrite at least 10 % faster than torch's convolution (``transposed``: transposed
-    convolution, dilation 1) for these shapes (timed on random tensors, the best of 15 calls
-    each), or None: keep torch's. Remembered per shape, so that a rebuild does not time
-    again. Call the form with :func:`form_args`."""
+    convolution, dilation 1) for these shapes, or None: keep torch's. Chosen once per shape on
+    this machine (:func:`_chosen`) and remembered in the process, so that a rebuild does not
+    look again. Call the form with :func:`form_args`."""
     kind = () if (stride, transposed) == (1, False) else (stride, transposed)
     key = (x_shape, weight_shape, bias, dilation, torch.get_num_threads(), *kind)
     if key not in _CHOSEN:
-        random = torch.Generator().manual_seed(0)  # the caller's global stream stays untouched
-        x = torch.randn(x_shape, generator=random)
-        weight = torch.randn(weight_shape, generator=random)
-        channels = weight_shape[1] if transposed else weight_shape[0]
-        b = torch.randn(channels, generator=random) if bias else None
-        if transposed:
-            forms = list(TRANSPOSED_FORMS.values())
-            torch_s = functools.partial(F.conv_transpose1d, stride=stride)
-        else:
-            one_tap = weight_shape[-1] == 1
-            forms = [f for f in FORMS.values() if f in STRIDED or (stride == 1 and not one_tap)]
-            torch_s = functools.partial(F.conv1d, stride=stride, dilation=dilation)
-        with torch.inference_mode():
-            times = {torch_s: _best_time(torch_s, (x, weight, b))}
-            for form in forms:
-                times[form] = _best_time(form, form_args(form, x, weight, b, dilation, stride))
-        best = min(times, key=times.get)
-        _CHOSEN[key] = best if best is not torch_s and times[best] < 0.9 * times[torch_s] else None
+        measure = functools.partial(
+            _measured, x_shape, weight_shape, bias, dilation, stride, transposed
+        )
+        _CHOSEN[key] = _chosen(key, measure)
     return _CHOSEN[key]
+
+
+def retune(since: float | None) -> None:
+    """Measure again, as they are met, the choices stored before ``since`` (``time.time()``),
+    keeping those stored since (by this run's other processes, which then agree); None: keep
+    every stored choice."""
+    global _RETUNED_SINCE
+    _RETUNED_SINCE = since
+    if since is not None:
+        _CHOSEN.clear()
+
+
+def _chosen(key: tuple, measure: Callable[[], Callable | None]) -> Callable | None:
+    """The form stored for ``key`` on this machine, else the one ``measure`` finds, stored;
+    where another process stored one meanwhile, that one (they agree)."""
+    text = json.dumps(_listed(key))
+    forms = FORMS | TRANSPOSED_FORMS
+
+    def current(entry: Any) -> bool:
+        """A well-formed entry made since the retuning began."""
+        return (
+            isinstance(entry, dict)
+            and (entry.get("form") is None or entry.get("form") in forms)
+            and isinstance(entry.get("decided"), (int, float))
+            and (_RETUNED_SINCE is None or entry["decided"] >= _RETUNED_SINCE)
+        )
+
+    entry = _store().get(text)
+    if not current(entry):
+        form = measure()
+        entry = {"form": _name(form), "decided": time.time()}
+        entry = _store().settle(text, entry, current)
+    return None if entry["form"] is None else forms[entry["form"]]
+
+
+def _measured(
+    x_shape: tuple[int, ...],
+    weight_shape: tuple[int, ...],
+    bias: bool,
+    dilation: int,
+    stride: int,
+    transposed: bool,
+) -> Callable[..., torch.Tensor] | None:
+    """The rewrite that times at least 10 % faster than torch's convolution here (on random
+    tensors, the best of 15 calls each), or None."""
+    random = torch.Generator().manual_seed(0)  # the caller's global stream stays untouched
+    x = torch.randn(x_shape, generator=random)
+    weight = torch.randn(weight_shape, generator=random)
+    channels = weight_shape[1] if transposed else weight_shape[0]
+    b = torch.randn(channels, generator=random) if bias else None
+    if transposed:
+        forms = list(TRANSPOSED_FORMS.values())
+        torch_s = functools.partial(F.conv_transpose1d, stride=stride)
+    else:
+        one_tap = weight_shape[-1] == 1
+        forms = [f for f in FORMS.values() if f in STRIDED or (stride == 1 and not one_tap)]
+        torch_s = functools.partial(F.conv1d, stride=stride, dilation=dilation)
+    with torch.inference_mode():
+        times = {torch_s: _best_time(torch_s, (x, weight, b))}
+        for form in forms:
+            times[form] = _best_time(form, form_args(form, x, weight, b, dilation, stride))
+    best = min(times, key=times.get)
+    return best if best is not torch_s and times[best] < 0.9 * times[torch_s] else None
+
+
+@functools.cache
+def _store() -> CacheFile:
+    """This machine's stored choices: a file of their own for each processor, torch build and
+    set of forms (a home folder shared by several machines keeps each one's)."""
+    header = {
+        "machine": platform.machine(),
+        "processor": _processor(),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        "forms": sorted(FORMS | TRANSPOSED_FORMS),
+    }
+    return CacheFile("convolution-forms", header)
+
+
+def _processor() -> str:
+    """The processor's model name (Linux: ``/proc/cpuinfo``; elsewhere what Python says)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() in ("model name", "Model", "Hardware"):
+                return value.strip()
+    return platform.processor()
+
+
+def _name(form: Callable | None) -> str | None:
+    names = {form: name for name, form in (FORMS | TRANSPOSED_FORMS).items()}
+    return names.get(form)
+
+
+def _listed(key: tuple) -> list:
+    """A choice's key as JSON lists it."""
+    x_shape, weight_shape, *rest = key
+    return [list(x_shape), list(weight_shape), *rest]
 
 
 def form_args(
@@ -172,16 +270,12 @@ def form_args(
 def form_plan() -> list[list]:
     """The forms chosen so far in this process, as JSON-able ``[key, form name or None]``
     pairs: a batch render hands them to every worker (and records them), so that each file is
-    computed the same way whichever process renders it."""
-    names = {form: name for name, form in (FORMS | TRANSPOSED_FORMS).items()}
-    return [
-        [[list(x_shape), list(weight_shape), *rest], names.get(form)]
-        for (x_shape, weight_shape, *rest), form in _CHOSEN.items()
-    ]
+    computed the same way whichever process (or machine) renders it."""
+    return [[_listed(key), _name(form)] for key, form in _CHOSEN.items()]
 
 
 def use_form_plan(plan: list[list]) -> None:
-    """Adopt another process's choices (:func:`form_plan`) instead of timing those shapes."""
+    """Adopt another process's choices (:func:`form_plan`) instead of looking those shapes up."""
     forms = FORMS | TRANSPOSED_FORMS
     for (x_shape, weight_shape, *rest), name in plan:
         _CHOSEN[(tuple(x_shape), tuple(weight_shape), *rest)] = (

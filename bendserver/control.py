@@ -24,6 +24,7 @@ from .bending.ops import OPS
 from .engine import StreamEngine
 from .engine.state import OP_ID
 from .errors import BendingError
+from .limits import MAX_RAMP_MS
 from .midimap import Mapping, MidiMap, read_mappings, write_mappings
 from .paths import user_dir
 from .presets import Preset, PresetLibrary, check_name
@@ -595,13 +596,13 @@ _MIDI_OPTIONS = (
     Arg("high"),
     Arg("curve", "text"),
     Arg("invert", "flag"),
-    Arg("ramp_ms", low=0.0, high=600_000.0),
+    Arg("ramp_ms", low=0.0, high=MAX_RAMP_MS),
 )
 
 ADDRESSES: tuple[Address, ...] = (
     Address(
         "/bend/<id>/<param>",
-        Schema((Arg("value"),), (Arg("ramp_ms", low=0.0, high=600_000.0),)),
+        Schema((Arg("value"),), (Arg("ramp_ms", low=0.0, high=MAX_RAMP_MS),)),
         "set an op parameter, ramped over ramp_ms",
         _set_param,
         coalesce=True,

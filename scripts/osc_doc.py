@@ -54,7 +54,8 @@ NOTES = """
   reachable.
 - Every `/error` message is one line that says what to do. A failure that is not a refusal is
   a bug in bendserver: it answers `/error <address> internal error, a bug in bendserver: ...`,
-  the server logs that line (its traceback with `serve --debug`) and goes on serving.
+  the server logs that line (with its traceback the first time that error comes from that
+  address) and goes on serving.
 - `/get` reads what plays now: the value of the last change applied at a block boundary (a
   ramp's target once the ramp started), never one scheduled for later; `/scheduled` reads what
   is scheduled for later. `/preset/save` saves the state once every message sent for now has

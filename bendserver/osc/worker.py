@@ -98,6 +98,7 @@ class ControlWorker(LoopThread):
         self._held: collections.deque[tuple[Incoming, str]] = collections.deque()
         self._long = False  #: a change runs in slices, the collector's full passes held
         self._logged: set[str] = set()  #: addresses whose local errors were logged
+        self._bugs: set[tuple[str, str]] = set()  #: (address, error type) logged with a traceback
         super().__init__("osc-control")
 
     # -- an in-process inbox, for tools and tests ---------------------------------------------
@@ -134,20 +135,28 @@ class ControlWorker(LoopThread):
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for item in self.controller.due():
-                self._pace()
-                self._answer(item.client, item.address, lambda i=item: self.controller.apply(i))
-            if self._held:
-                message, host = self._held.popleft()
-                self._pace()
-                self._handle(message, host)
-                continue
-            letter = self._take(self._wait())
-            if letter is None:
-                continue
-            for message in self._messages(letter):
-                self._pace()
-                self._handle(message, letter.host)
+            try:
+                self._turn()
+            except Exception as error:  # a bug between two messages: said once, the worker goes on
+                self._log_bug("the control worker", error)
+                time.sleep(0.01)  # a failure that repeats at once does not spin
+
+    def _turn(self) -> None:
+        """One turn of the loop: the scheduled messages due, then one held or received."""
+        for item in self.controller.due():
+            self._pace()
+            self._answer(item.client, item.address, lambda i=item: self.controller.apply(i))
+        if self._held:
+            message, host = self._held.popleft()
+            self._pace()
+            self._handle(message, host)
+            return
+        letter = self._take(self._wait())
+        if letter is None:
+            return
+        for message in self._messages(letter):
+            self._pace()
+            self._handle(message, letter.host)
 
     def _wait(self) -> float:
         """How long to wait for a message: until the next scheduled one is due, at most 0.2 s."""
@@ -178,15 +187,17 @@ class ControlWorker(LoopThread):
 
     def _answer(self, host: str, address: str, call: Callable[[], list]) -> None:
         """Run ``call`` (a long one in slices) and send its replies to ``host``, or its error:
-        a bad message or a bug is answered, and the server runs on."""
+        a bad message or a bug (in the change, or in its replies) is answered, and the server
+        runs on. A model's code ending its thread (``sys.exit``) is an error like another."""
         try:
             with self._slices():
                 replies = call()
-        except Exception as error:
+            for reply, args in replies if host != LOCAL else ():
+                self.replies.send(host, reply, args)
+        except (Exception, SystemExit) as error:
             self.errors += 1
-            if is_bug(error):  # the traceback with serve --debug
-                log.error("%s: %s", address, describe(error))
-                log.debug("%s failed", address, exc_info=True)
+            if is_bug(error):
+                self._log_bug(address, error)
             if host != LOCAL:
                 self.replies.send(host, "/error", [address, describe(error)])
             elif address not in self._logged and len(self._logged) < LOCAL_LOGGED:
@@ -194,8 +205,15 @@ class ControlWorker(LoopThread):
                 log.warning("%s (from an in-process source): %s", address, describe(error))
             return
         self.handled += 1
-        for reply, args in replies if host != LOCAL else ():
-            self.replies.send(host, reply, args)
+
+    def _log_bug(self, where: str, error: BaseException) -> None:
+        """Log a bug in one line; its traceback the first time this kind of error comes from
+        ``where`` (a bug that repeats with every message must not flood the log)."""
+        kind = (where, type(error).__name__)
+        first = kind not in self._bugs and len(self._bugs) < LOCAL_LOGGED
+        if first:
+            self._bugs.add(kind)
+        log.error("%s: %s", where, describe(error), exc_info=error if first else None)
 
     @contextlib.contextmanager
     def _slices(self) -> Iterator[None]:

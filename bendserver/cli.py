@@ -572,6 +572,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CIDR",
         help="also accept OSC from this network (repeatable); loopback is always allowed",
     )
+    serve.add_argument(
+        "--allow-code-from",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="/model/load and /<node>/load may import Python code (a model folder, "
+        "file.py:Class) from DIR (repeatable); without it they load model names and "
+        "TorchScript files only (docs/security.md)",
+    )
     serve.add_argument("--duration", type=float, help="stop after this many seconds")
     serve.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
     serve.set_defaults(run=_serve)

@@ -51,6 +51,7 @@ def probe_model(
     check: bool = False,
     block: int | None = None,
     shipped: bool = False,
+    code_from: Iterable[str | Path] | None = None,
 ) -> bool:
     """Load ``source`` and call each of its methods once (on blocks of ``block`` frames, None:
     the model's own) in a forked child; raise :class:`ModelCrashed` if that kills the child.
@@ -71,7 +72,7 @@ def probe_model(
     if pid == 0:  # the child: never returns
         os.close(steps_read)
         os.close(trace_read)
-        _child(source, search, block, steps_write, trace_write)
+        _child(source, search, block, steps_write, trace_write, code_from)
     os.close(steps_write)
     os.close(trace_write)
     try:
@@ -95,7 +96,12 @@ def probe_model(
 
 
 def _child(
-    source: str, search: Iterable[str | Path], frames: int | None, steps: int, trace: int
+    source: str,
+    search: Iterable[str | Path],
+    frames: int | None,
+    steps: int,
+    trace: int,
+    code_from: Iterable[str | Path] | None,
 ) -> None:
     """Load the model, call each method on zeros, saying each step on ``steps`` and, last, why
     it failed (an error, an output of the wrong shape or not finite); a fatal signal writes the
@@ -105,7 +111,8 @@ def _child(
         faulthandler.enable(file=trace, all_threads=False)
         torch.set_num_threads(1)
         os.write(steps, b"while loading it\n")
-        model = load_model(source, search=search, latency=0)  # the command's load measures it
+        # the command's load measures the latency
+        model = load_model(source, search=search, latency=0, code_from=code_from)
         block = frames or model.block
         for name, spec in model.methods.items():
             os.write(steps, f"at the first call of {name}()\n".encode())

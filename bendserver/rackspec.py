@@ -50,11 +50,13 @@ class NodeSpec:
         optimize: str = "passes",
         streams: int | None = None,
         search: Iterable[str | Path] = (),
+        code_from: Iterable[str | Path] | None = None,
     ) -> tuple[Node, list[Mapping]]:
         """The node (its own copy of its model) playing ``block`` (None: the model's), and the
         MIDI mappings of its preset: the one given, else the model's own for ``forward`` (a
-        model's preset bends its forward, not its other methods)."""
-        model = load_model(self.model, device, search)
+        model's preset bends its forward, not its other methods). ``code_from``: where its
+        Python code may come from (:func:`bendserver.loader.check_code`; None: anywhere)."""
+        model = load_model(self.model, device, search, code_from=code_from)
         chosen = self.preset
         if chosen is None and self.method != "forward":
             chosen = "none"

@@ -107,6 +107,9 @@ class ServeOptions:
     midi: str | None = None  #: a MIDI input: "" a virtual port, else part of a port's name
     xfade_ms: float = 50.0  #: ``/model/load``'s crossfade from the old model to the new
     trust_model: bool = False  #: ``/model/load`` skips the probe in a child process
+    #: Folders a live load may import Python code from, beside the model folders (loads name
+    #: their model in a message: by default only names and TorchScript files load).
+    allow_code_from: list[str] = field(default_factory=list)
     #: A rack of several nodes (repeated ``-m``, ``--rack``: a RackSpec) played instead of
     #: ``model``; None: the one model.
     rack: Any = None
@@ -149,7 +152,11 @@ class Server:
         self.controller = Controller(engine, counters=self.counters)
         self.controller.midi.replace(mappings)
         self.controller.switcher = ModelSwitcher(
-            engine, options.models_dir, options.trust_model, options.xfade_ms
+            engine,
+            options.models_dir,
+            options.trust_model,
+            options.xfade_ms,
+            code_from=options.allow_code_from,
         )
         self.meters: Meters | None = None
         self.midi: MidiInput | None = None

@@ -29,6 +29,7 @@ from .engine.node import Node
 from .engine.rack import Rack
 from .engine.switch import checked_fade
 from .errors import BendingError
+from .loader import TORCHSCRIPT_SUFFIXES, check_code, model_location
 from .midimap import Mapping
 from .probe import probe_model
 from .rackspec import NodeSpec, RackSpec, split_method
@@ -58,8 +59,10 @@ class Loaded:
 
 class ModelSwitcher:
     """Loads models into the nodes of ``rack`` live, crossfading over ``fade_ms``; ``search``:
-    folders to find model names in; ``trust``: skip the probe. ``build`` makes a node like a
-    playing one for another model (default: :meth:`node_like`)."""
+    folders to find model names in; ``trust``: skip the probe; ``code_from``: folders beside
+    the model folders that Python code may be imported from (a load names its model in a
+    message: :func:`bendserver.loader.check_code`). ``build`` makes a node like a playing one
+    for another model (default: :meth:`node_like`)."""
 
     def __init__(
         self,
@@ -68,9 +71,11 @@ class ModelSwitcher:
         trust: bool = False,
         fade_ms: float = 50.0,
         build: Builder | None = None,
+        code_from: Iterable[str | Path] = (),
     ) -> None:
         self.rack = rack
         self.search = list(search)
+        self.code_from = list(code_from)
         self.trust = trust
         self.fade_ms = checked_fade(fade_ms)
         self.build = self.node_like if build is None else build
@@ -83,7 +88,9 @@ class ModelSwitcher:
         (``model[.method]``) with ``preset``, and that preset's MIDI mappings."""
         model, method = split_method(source)
         spec = NodeSpec("incoming", model, method, preset)
-        return spec.load(like.block, str(like.device), like.optimize, like.streams, self.search)
+        return spec.load(
+            like.block, str(like.device), like.optimize, like.streams, self.search, self.code_from
+        )
 
     def load(self, source: str, preset: str | None = None, node: str | None = None) -> Loaded:
         """Probe, load, check and warm up ``source`` (with ``preset``) for node ``node`` (None:
@@ -96,9 +103,13 @@ class ModelSwitcher:
         name, rename = self._place(source, node)
         old = rack.nodes[name]
         self._free()
+        model = split_method(source)[0]
+        location = model_location(model, self.search)
+        if location is not None and location.suffix not in TORCHSCRIPT_SUFFIXES:
+            check_code(model, location, self.search, self.code_from)  # before the probe runs it
         started = time.perf_counter()
         probed = not self.trust and probe_model(
-            split_method(source)[0], self.search, check=True, block=old.block
+            model, self.search, check=True, block=old.block, code_from=self.code_from
         )
         probe_s = time.perf_counter() - started if probed else None
         breathe()

@@ -8,11 +8,13 @@ import logging
 import time
 
 import pytest
-from jack import Replies
+from crashing import crashing_model
+from jack import Replies, oscsend
 from streaming import Identity
 
 import bendserver as tb
 from bendserver import control
+from bendserver.cli import build_parser
 from bendserver.control import Controller
 from bendserver.errors import BendingError
 from bendserver.midimap import read_mappings
@@ -20,6 +22,7 @@ from bendserver.osc import Incoming
 from bendserver.osc.replies import ReplySender
 from bendserver.osc.worker import ControlWorker
 from bendserver.presets import PresetLibrary, read_preset
+from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256
 
@@ -108,3 +111,54 @@ def test_a_bug_in_a_handler_or_its_replies_is_answered_logged_once_and_the_worke
         "of order",
     ]
     assert [r.exc_info is not None for r in bugs] == [True, False, True], "a traceback once"
+
+
+# -- 1: loading code is a decision of the person at the machine ---------------------------------
+
+PWN = """\
+import pathlib
+pathlib.Path({marker!r}).write_text("ran")
+"""
+
+
+def planted(folder):
+    """A Python file and a model folder whose code, once imported, writes a marker file."""
+    folder.mkdir()
+    marker = folder / "ran"
+    (folder / "pwn.py").write_text(PWN.format(marker=str(marker)))
+    model = crashing_model(folder / "model", top=PWN.format(marker=str(marker)))
+    return marker, [f"{folder / 'pwn.py'}:X", str(model), f"{folder}/../{folder.name}/pwn.py:X"]
+
+
+def test_a_message_loads_code_only_from_the_model_folders_and_those_allowed(tmp_path, replies):
+    """The finding: /model/load path/pwn.py:X imported the file (and the probe's child ran it)
+    although the reply was '... defines no torch.nn.Module named X'. Now a path to Python code
+    outside the model folders is refused before anything runs, over OSC as from the page; with
+    serve --allow-code-from its folder, the same model folder loads."""
+    marker, sources = planted(tmp_path / "elsewhere")
+    options = ServeOptions(
+        model="drive", preset="none", audio="null", block=BLOCK, osc_port=0, oscquery_port=0,
+        reply_port=replies.port, xfade_ms=0,
+    )  # fmt: skip
+    with Server(options) as server:
+        for source in sources:
+            oscsend(server.osc.port, "/model/load", "s", source)
+            address, message = replies.wait_for("/error", timeout=30)
+            assert address == "/model/load" and message == (
+                f"model {source!r} is Python code outside the model folders: a live server "
+                "imports code only from its model folders (load those by name) and the folders "
+                "given to serve --allow-code-from DIR; TorchScript files (.ts) load from anywhere"
+            )
+        assert not marker.exists(), "nothing was imported, not even by the probe's child"
+        oscsend(server.osc.port, "/node/drive/load", "s", sources[1])
+        assert "Python code outside the model folders" in replies.wait_for("/error")[1]
+        server.controller.switcher.code_from = [str(tmp_path / "elsewhere")]  # --allow-code-from
+        oscsend(server.osc.port, "/model/load", "s", sources[1])
+        loaded = replies.wait_for("/model/loaded", timeout=60)
+    assert loaded[0] == "model" and marker.read_text() == "ran"
+
+
+def test_serve_takes_allow_code_from():
+    args = build_parser().parse_args(["serve", "--allow-code-from", "a", "--allow-code-from", "b"])
+    assert args.allow_code_from == ["a", "b"]
+    assert ServeOptions(allow_code_from=args.allow_code_from).allow_code_from == ["a", "b"]

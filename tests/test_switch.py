@@ -191,6 +191,7 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
         options = ServeOptions(
             model="drive", preset="none", audio="jack", block=BLOCK, input=str(path),
             osc_port=0, oscquery_port=0, reply_port=replies.port, xfade_ms=FADE_MS,
+            allow_code_from=[str(tmp_path)],
         )  # fmt: skip
         with Server(options) as server:
             port = server.osc.port

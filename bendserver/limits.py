@@ -43,3 +43,18 @@ MAX_SAMPLE_RATE = 768_000
 MAX_CHANNELS = 64
 #: The longest sound file read, in seconds.
 MAX_SOUND_SECONDS = 4 * 3600
+
+# -- a model's own code, probed in a child process ----------------------------------------------
+
+#: Seconds the probe's child may take to load a model and call it once (a RAVE export of 150 MB
+#: took 1.9 s); past that it is stopped and nothing is loaded.
+PROBE_SECONDS = 30.0
+#: Bytes the probe's child may add to its address space, beyond twice the model's files (a RAVE
+#: export of 150 MB added 224 MiB); past that the model's allocations fail and nothing is loaded.
+PROBE_MEMORY = 4 * 2**30
+
+# -- live loads ---------------------------------------------------------------------------------
+
+#: Seconds from the start of a live load before another may start (one runs at a time: a load
+#: arriving while one runs is refused at once).
+LOAD_INTERVAL = 1.0

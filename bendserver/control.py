@@ -228,6 +228,17 @@ class Controller:
             self._nodes[name] = made
         return made
 
+    def refused_now(self, address: str) -> bool:
+        """Whether a message arriving while a change is prepared is refused at once rather
+        than held to follow it: a load while a load runs (one at a time)."""
+        if self.switcher is None or self.switcher.loading is None:
+            return False
+        try:
+            handler = route(self._target(address)[1]).entry.handler
+        except BendingError:
+            return False
+        return handler in (_model_load, _node_load)
+
     def is_query(self, address: str) -> bool:
         """Whether ``address`` is a query (False for an address that routes nowhere)."""
         try:

@@ -9,8 +9,9 @@ immediate or past timetag applies at the next block. A message for later waits i
 controller's schedule (per sender's host) and is prepared here shortly before it is due.
 
 A long change (a preset of thousands of ops) is prepared in slices (:mod:`bendserver.slices`):
-between two, queries that arrived meanwhile are answered, changes are held to follow it in
-order, the audio gets the interpreter, and a stop ends it. Meanwhile the collector runs only its
+between two, queries that arrived meanwhile are answered (and a load while a load runs is
+refused), changes are held to follow it in order, the audio gets the interpreter, and a stop
+ends it. Meanwhile the collector runs only its
 young generations (a full pass walks every object alive holding the interpreter: 0.25-0.3 s
 with 4 000 ops loaded, measured), and what the change made is then set aside for good
 (``gc.freeze``, as the server does with what it loaded at start).
@@ -245,7 +246,8 @@ class ControlWorker(LoopThread):
             young_collections()
         while (letter := self._take(0)) is not None:
             for message in self._messages(letter):
-                if self.controller.is_query(message.address):
+                address = message.address
+                if self.controller.is_query(address) or self.controller.refused_now(address):
                     self._handle(message, letter.host)
                 else:
                     self._held.append((message, letter.host))

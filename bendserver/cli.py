@@ -41,6 +41,14 @@ def _positive(text: str) -> int:
     return _whole(text, 1)
 
 
+def _port(text: str) -> int:
+    """A network port: 0 (one the system chooses, or off where the option says so) to 65535."""
+    value = _whole(text, 0)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
 def _milliseconds(text: str) -> float:
     """An argument that is a finite number of milliseconds, 0 or more."""
     try:
@@ -502,11 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
     serve.add_argument("--osc-host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--osc-port", type=int, default=9000, help="OSC port to listen on")
-    serve.add_argument("--reply-port", type=int, default=9001, help="port replies go to")
+    serve.add_argument("--osc-port", type=_port, default=9000, help="OSC port to listen on")
+    serve.add_argument("--reply-port", type=_port, default=9001, help="port replies go to")
     serve.add_argument(
         "--oscquery-port",
-        type=int,
+        type=_port,
         help="HTTP/WebSocket port of the OSCQuery namespace (default: the OSC port + 10; 0: off)",
     )
     serve.add_argument(

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .codegen import compile_aside
-from .compat import call_at_each_fx_node
+from .compat import call_at_each_fx_node, unlink_fx_node
 from .engine.node import Node
 from .engine.rack import Rack
 from .engine.switch import checked_fade
@@ -161,6 +161,8 @@ class ModelSwitcher:
         self.switches += 1
         swapped = self._wait_for_fade()
         self._free()
+        breathe()
+        gc.collect()  # the load's own garbage (a tracer's cycles), before the worker freezes
         return Loaded(rename or name, new, mappings, probe_s, warming - loading, warm_s, swapped)
 
     def _place(self, source: str, node: str | None) -> tuple[str, str | None]:
@@ -217,23 +219,23 @@ def release(engine: Node, keep: object) -> None:
     """Free what a replaced node holds that ``keep`` (the rack that plays) does not. A server
     keeps what it loaded out of the collector (``gc.freeze``: a full collection holds the
     interpreter for a second), so the reference cycles of an engine (its graphs, bound methods)
-    are never collected: here, on the control side, its tensors' storage is emptied, each of its
-    fx graphs' nodes erased and its objects' (bendserver's, fx's) attributes dropped, which
+    are never collected: here, on the control side, its tensors' storage is emptied, its fx
+    graphs' nodes unlinked and its objects' (bendserver's, fx's) attributes dropped, which
     leaves no cycle behind, so that reference counting frees them (memory flat over live loads:
     docs/serve.md)."""
     kept = {id(item) for item in _reachable(keep)}
     dropped = [item for item in _reachable(engine) if id(item) not in kept]
-    for graph in (item for item in dropped if isinstance(item, torch.fx.Graph)):
-        for node in reversed(list(graph.nodes)):  # users first: each has none left when erased
-            graph.erase_node(node)
-        breathe()
     empty = torch.empty(0)
     with torch.no_grad():
-        for item in dropped:
+        for index, item in enumerate(dropped):
             if isinstance(item, torch.Tensor):
                 item.data = empty
+            elif isinstance(item, torch.fx.Node):
+                unlink_fx_node(item)
             elif type(item).__module__.startswith(_EMPTIED) and hasattr(item, "__dict__"):
                 vars(item).clear()
+            if index % 256 == 255:
+                breathe()
 
 
 def _reachable(root: object) -> list[object]:

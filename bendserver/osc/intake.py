@@ -41,6 +41,10 @@ SO_RCVBUFFORCE = 33
 SO_TIMESTAMPNS = 35
 SO_RXQ_OVFL = 40
 MAX_DATAGRAM = 65536
+#: What the intake forwards in place of a datagram no ring slot holds, followed by its size,
+#: a slot's capacity and its address (not OSC: a client's datagram starting so is one too).
+TOO_LARGE = b"\x00too-large\x00"
+_TOO_LARGE = struct.Struct("<II")
 #: Denied hosts named in the log, one line each; past them, one line says the rest are only
 #: counted (a sender's address is the client's to choose: remembering each would let spoofed
 #: sources grow the intake without limit).
@@ -143,6 +147,24 @@ class Inbox:
 
     def __len__(self) -> int:
         return len(self._letters)
+
+
+def too_large(datagram: bytes, capacity: int) -> bytes:
+    """What the intake forwards for ``datagram``, larger than ``capacity``: its size and its
+    address (at most 200 bytes of it), so that the worker answers with an /error."""
+    end = datagram.find(b"\x00", 0, 200)
+    address = datagram[: end if end >= 0 else 200]
+    return TOO_LARGE + _TOO_LARGE.pack(len(datagram), capacity) + address
+
+
+def read_too_large(content: bytes) -> tuple[int, int, str] | None:
+    """The size, capacity and address a :func:`too_large` stand-in carries, or None for any
+    other datagram."""
+    head = len(TOO_LARGE) + _TOO_LARGE.size
+    if not content.startswith(TOO_LARGE) or len(content) < head:
+        return None
+    size, capacity = _TOO_LARGE.unpack_from(content, len(TOO_LARGE))
+    return size, capacity, content[head:].decode("ascii", "replace")
 
 
 def address_of(datagram: bytes) -> str | None:
@@ -329,8 +351,9 @@ class Intake:
                 self._deny(host)
                 continue
             self.accepted += 1
-            if len(data) > capacity:
+            if len(data) > capacity:  # dropped, and its sender told
                 self.too_large += 1
+                put(None, too_large(data, capacity), host, ancillary)
                 continue
             put(address_of(data), data, host, ancillary)
 
@@ -439,8 +462,8 @@ def main(argv: list[str]) -> int:
     host, port, rcvbuf, ring_name, wake, pattern, *allow = argv
     try:
         sock = open_socket(host, int(port), int(rcvbuf))
-    except OSError as error:
-        print(f"error {error.strerror}", flush=True)
+    except (OSError, OverflowError) as error:  # a port taken, or none (70000)
+        print(f"error {getattr(error, 'strerror', None) or error}", flush=True)
         return 1
     coalescing = re.compile(pattern)
     ring = Ring(ring_name)

@@ -38,7 +38,7 @@ from ..control import Controller, coalescing_pattern
 from ..errors import BendingError, describe, is_bug
 from ..slices import sliced
 from ..threads import LoopThread
-from .intake import Inbox, Letter, address_of
+from .intake import Inbox, Letter, address_of, read_too_large
 from .packets import Incoming, MalformedPacket, parse_datagram
 from .replies import ReplySender
 
@@ -168,6 +168,17 @@ class ControlWorker(LoopThread):
         """The messages of a letter; a malformed packet is answered and counted."""
         if isinstance(letter.content, Incoming):
             yield letter.content
+            return
+        large = read_too_large(letter.content)
+        if large is not None:
+            size, capacity, address = large
+            self.errors += 1
+            self.replies.send(
+                letter.host,
+                "/error",
+                [address, f"a datagram of {size} bytes is larger than the {capacity} bytes the "
+                 "server takes: send fewer or shorter arguments"],
+            )  # fmt: skip
             return
         try:
             messages = parse_datagram(letter.content)

@@ -58,3 +58,19 @@ PROBE_MEMORY = 4 * 2**30
 #: Seconds from the start of a live load before another may start (one runs at a time: a load
 #: arriving while one runs is refused at once).
 LOAD_INTERVAL = 1.0
+
+# -- the OSCQuery port: HTTP, the page's WebSocket ----------------------------------------------
+
+#: The longest request line (a URL) and header line an HTTP request may have, in bytes, and the
+#: most header lines: past them it is answered 400 (one log line).
+HTTP_MAX_LINE = 8190
+HTTP_MAX_HEADERS = 128
+#: The most WebSocket clients at once (the page, OSCQuery browsers); more are answered 503.
+PAGE_CLIENTS = 64
+#: Messages waiting for one WebSocket client to read: past them it is closed (meters are
+#: dropped instead while it has anything left to read).
+PAGE_QUEUE = 256
+#: Seconds one message may wait to be read by a WebSocket client before it is closed.
+PAGE_SEND_SECONDS = 5.0
+#: The most paths one WebSocket client may LISTEN to (the namespace has far fewer).
+PAGE_LISTENS = 4096

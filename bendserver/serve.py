@@ -386,7 +386,7 @@ class Server:
             )
         lines.append(
             f"oscquery   {self.oscquery.url}"
-            + (" (zeroconf: _oscjson._tcp)" if options.zeroconf else " (not advertised)")
+            + (" (zeroconf: _oscjson._tcp)" if self.oscquery.advertise else self._unadvertised())
             if self.oscquery is not None
             else "oscquery   off (--oscquery-port N serves the namespace to OSCQuery clients)"
         )
@@ -412,6 +412,12 @@ class Server:
             lines.append(f"recording  {self.recorder.path}")
         lines.append(f"try        {self.example()}")
         return "\n".join(lines)
+
+    def _unadvertised(self) -> str:
+        """Why OSCQuery is not advertised over zeroconf."""
+        if not self.options.zeroconf:
+            return " (not advertised)"
+        return " (not advertised: OSC listens on loopback only)"
 
     def _model_lines(self) -> list[str]:
         """What plays: the model, or the rack's nodes in order (each with its ops and the

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from jack import ROOT, Replies
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from bendserver.osc import clients
+from bendserver.osc import clients, oscquery
 from bendserver.serve import ServeOptions, Server
 
 
@@ -193,3 +194,21 @@ def test_a_server_on_loopback_advertises_nothing(server):
     time.sleep(3)  # registering takes ~2 s where it happens
     assert server.oscquery.advertised is False and mdns_sockets() == []
     assert "(not advertised: OSC listens on loopback only)" in server.banner()
+
+
+def test_clients_and_the_paths_each_follows_are_bounded(server, monkeypatch, caplog):
+    monkeypatch.setattr(oscquery, "PAGE_CLIENTS", 2)
+    monkeypatch.setattr(clients, "PAGE_LISTENS", 3)
+    url = server.oscquery.url.replace("http", "ws") + "/"
+    with connect(url) as first, connect(url) as second:
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url)
+        assert refused.value.response.status_code == 503
+        for path in ("/engine/gain", "/engine/mix", "/engine/bypass"):
+            first.send(json.dumps({"COMMAND": "LISTEN", "DATA": path}))
+        second.send(json.dumps({"COMMAND": "LISTEN", "DATA": "/engine/gain"}))
+        first.send(json.dumps({"COMMAND": "LISTEN", "DATA": "/version"}))
+        with pytest.raises(ConnectionClosed):
+            while True:
+                first.recv(timeout=5)
+    assert any("it listened to more than 3 paths" in r.getMessage() for r in caplog.records)

@@ -363,8 +363,9 @@ def run_jobs(
     record: bool = True,
 ) -> None:
     """Render the plan's jobs in ``workers`` processes (1: in this one), or Ray actors
-    (``ray_address``: ``"local"`` starts or joins a local cluster), calling ``done`` and,
-    with ``record``, recording each file in the manifest as it completes."""
+    (``ray_address``: ``"local"`` starts or joins a local cluster, ``""`` joins the one this
+    process started), calling ``done`` and, with ``record``, recording each file in the
+    manifest as it completes."""
     if not plan.jobs:
         return
     workers = max(1, min(workers, len(plan.jobs)))
@@ -519,8 +520,15 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
             "--ray needs Ray: pip install 'bendserver[ray]' (on every machine of the cluster)"
         ) from None
     started = not ray.is_initialized()
+    if started and not address:
+        raise BendingError(
+            "--ray needs the address of a cluster (--ray auto, --ray ray://HEAD:10001): a Ray "
+            "started here listens on every interface of this machine (Ray cannot keep it to "
+            "loopback); --workers N renders here in a process pool, --ray local starts Ray "
+            "anyway"
+        )
     if started:
-        local = address in ("", "local")
+        local = address == "local"
         ray.init(
             address=None if local else address,
             num_cpus=workers if local else None,

@@ -645,11 +645,12 @@ def build_parser() -> argparse.ArgumentParser:
     rendering.add_argument(
         "--ray",
         nargs="?",
-        const="local",
+        const="",
         metavar="ADDRESS",
         help="render on a Ray cluster, one actor per worker (ADDRESS: the cluster's, e.g. "
-        "auto or ray://head:10001; none, or local: a local one, then give --ray after IN); "
-        "needs pip install 'bendserver[ray]'",
+        "auto or ray://head:10001; local: start one here, whose services listen on every "
+        "interface of this machine, then give --ray local after IN); needs pip install "
+        "'bendserver[ray]'",
     )
 
     render = commands.add_parser(

@@ -10,7 +10,9 @@ import socket
 import time
 import weakref
 
+import numpy as np
 import pytest
+import soundfile as sf
 import torch
 from crashing import crashing_model
 from jack import Replies, oscsend
@@ -19,7 +21,7 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver import control, switching
-from bendserver.cli import build_parser
+from bendserver.cli import build_parser, main
 from bendserver.compat import unlink_fx_node
 from bendserver.control import Controller
 from bendserver.errors import BendingError
@@ -295,3 +297,23 @@ def test_unlinked_fx_nodes_free_their_graph_without_the_collector():
         assert all(ref() is None for ref in refs)
     finally:
         gc.enable()
+
+
+# -- 12: listeners beyond loopback ---------------------------------------------------------------
+
+
+def test_ray_is_not_started_on_every_interface_unless_asked_for(tmp_path, capsys):
+    """The finding: render --ray started Ray's services on every interface. Ray cannot keep
+    them to loopback (it turns 127.0.0.1 into the machine's address), so a Ray of its own is
+    started only by --ray local; --ray alone says what to do."""
+    ray = pytest.importorskip("ray")
+    source = tmp_path / "in.wav"
+    sf.write(source, np.zeros(4800, np.float32), 48000)
+    argv = ["render", str(source), "-m", "drive", "-p", "none", "-o", str(tmp_path / "out.wav")]
+    assert main([*argv, "--ray"]) == 2
+    assert not ray.is_initialized() and not (tmp_path / "out.wav").exists()
+    assert capsys.readouterr().err == (
+        "bendserver: --ray needs the address of a cluster (--ray auto, --ray ray://HEAD:10001): "
+        "a Ray started here listens on every interface of this machine (Ray cannot keep it to "
+        "loopback); --workers N renders here in a process pool, --ray local starts Ray anyway\n"
+    )

@@ -4,6 +4,7 @@ every reader's bounds (one line naming the limit). Live servers run on the null 
 
 import dataclasses
 import gc
+import hashlib
 import json
 import logging
 import socket
@@ -21,6 +22,7 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver import control, switching
+from bendserver.batch import MANIFEST, pending
 from bendserver.cli import build_parser, main
 from bendserver.compat import unlink_fx_node
 from bendserver.control import Controller
@@ -317,3 +319,98 @@ def test_ray_is_not_started_on_every_interface_unless_asked_for(tmp_path, capsys
         "a Ray started here listens on every interface of this machine (Ray cannot keep it to "
         "loopback); --workers N renders here in a process pool, --ray local starts Ray anyway\n"
     )
+
+
+# -- 8: render manifests keep only what they made, writes never follow a link -------------------
+
+
+def rendered_folder(tmp_path):
+    """Three short files rendered through drive by two processes into ``out``; the command."""
+    source = tmp_path / "in"
+    source.mkdir()
+    rng = np.random.default_rng(0)
+    for index in range(3):
+        sf.write(source / f"f{index}.wav", 0.3 * rng.standard_normal(12_000), 48000)
+    argv = ["render", str(source), "-m", "drive", "-p", "none", "-o", str(tmp_path / "out")]
+    argv += ["--workers", "2"]
+    assert main(argv) == 0
+    return tmp_path / "out", argv
+
+
+def test_a_manifest_keeps_only_the_files_it_made_as_it_made_them(tmp_path, capsys):
+    """The finding: after truncating one output and overwriting another with garbage, the same
+    render kept both ("made by the same model") and exited 0: the manifest recorded no digest
+    of what it made."""
+    out, argv = rendered_folder(tmp_path)
+    made = {name: (out / name).read_bytes() for name in ("f0.wav", "f1.wav", "f2.wav")}
+    (out / "f0.wav").write_bytes(made["f0.wav"][:1000])
+    (out / "f1.wav").write_bytes(b"garbage" * 100)
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"bendserver: {out / 'f0.wav'} changed since this render made it: pass --force to "
+        "overwrite it\n"
+    )
+    assert main([*argv, "--force"]) == 0
+    assert {name: (out / name).read_bytes() for name in made} == made
+    assert main(argv) == 0 and capsys.readouterr().out.count("kept") == 3
+
+
+def edit_forms(out, edit, sign: bool):
+    manifest = out / MANIFEST
+    data = json.loads(manifest.read_text())
+    edit(data["forms"])
+    if sign:  # the digest made again: an edit on purpose
+        data["forms_sha256"] = hashlib.sha256(
+            json.dumps(data["forms"], sort_keys=True).encode()
+        ).hexdigest()
+    manifest.write_text(json.dumps(data))
+    (out / "f2.wav").unlink(missing_ok=True)  # a file to render with those forms
+
+
+def test_a_manifest_whose_forms_were_edited_or_do_not_fit_is_refused(tmp_path, capsys):
+    """The finding: form names edited in the manifest rendered 47 errors into a file it
+    recorded as done (exit 0), or said "internal error ... KeyError: 'bogus'"."""
+    out, argv = rendered_folder(tmp_path)
+    before = (out / MANIFEST).read_text()
+
+    def bogus(forms):
+        forms[0][1] = "bogus"
+
+    edit_forms(out, bogus, sign=False)
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"bendserver: {out / MANIFEST}: its convolution forms were edited since bendserver "
+        "wrote them: remove it (the files are then rendered again)\n"
+    )
+
+    def folded(forms):
+        (entry,) = [e for e in forms if len(e[0]) == 5][:1]  # a plain convolution's
+        entry[1] = "folded"  # a transposed convolution's form
+
+    (out / MANIFEST).write_text(before)
+    edit_forms(out, folded, sign=True)
+    assert main(argv) == 2
+    assert "the form 'folded' cannot compute the convolution of input" in capsys.readouterr().err
+    assert not (out / "f2.wav").exists(), "refused before anything is rendered"
+
+
+def test_a_link_at_the_manifests_or_a_pending_files_place_is_refused(tmp_path, capsys):
+    """The finding: a link planted at the manifest's or a pending file's place had the write
+    land at its target."""
+    out, argv = rendered_folder(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    (out / MANIFEST).rename(elsewhere)  # a manifest that reads well, through the link
+    kept = elsewhere.read_bytes()
+    (out / MANIFEST).symlink_to(elsewhere)
+    capsys.readouterr()
+    assert main([*argv, "--force"]) == 2
+    assert "render.json is a symbolic link" in capsys.readouterr().err
+    (out / MANIFEST).unlink()
+    (out / MANIFEST).write_bytes(kept)
+    (out / "f1.wav").unlink()
+    pending(out / "f1.wav").symlink_to(elsewhere)
+    assert main(argv) == 2
+    assert "bendserver-pending.wav is a symbolic link" in capsys.readouterr().err
+    assert elsewhere.read_bytes() == kept

@@ -10,6 +10,7 @@ import logging
 import socket
 import time
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -414,3 +415,34 @@ def test_a_link_at_the_manifests_or_a_pending_files_place_is_refused(tmp_path, c
     assert main(argv) == 2
     assert "bendserver-pending.wav is a symbolic link" in capsys.readouterr().err
     assert elsewhere.read_bytes() == kept
+
+
+# -- 9: a rack's preset given to one model ---------------------------------------------------------
+
+
+def test_a_racks_preset_on_one_model_plays_that_nodes_part_or_is_refused(tmp_path, capsys):
+    """The finding: -m drive -p a rack preset of {"nodes": {"drive": {... gain 0.25}}} played
+    at full level, exit 0, and one naming an unknown node played as -p none."""
+    part = {"format": "bendserver.config", "version": 1, "engine": {"gain": 0.25, "mix": 1.0}}
+    presets = {
+        "plain": part,
+        "rack": {"nodes": {"drive": part}},
+        "other": {"nodes": {"nothing": part}},
+        "none": None,
+    }
+    source = tmp_path / "in.wav"
+    sf.write(source, 0.3 * np.random.default_rng(0).standard_normal(24_000), 48000)
+    out = {}
+    for name, preset in presets.items():
+        given = "none"
+        if preset is not None:
+            given = str(tmp_path / f"{name}.json")
+            Path(given).write_text(json.dumps(preset))
+        target = tmp_path / f"{name}.wav"
+        code = main(["render", str(source), "-m", "drive", "-p", given, "-o", str(target)])
+        out[name] = (code, target.read_bytes() if target.exists() else None)
+    assert out["rack"] == out["plain"] and out["rack"][0] == 0 and out["rack"] != out["none"]
+    assert out["other"] == (2, None)
+    assert "preset 'other' sets nodes ['nothing'] this rack does not play (its nodes: drive)" in (
+        capsys.readouterr().err
+    )

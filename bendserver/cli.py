@@ -18,6 +18,7 @@ from typing import Any
 from . import __version__
 from .errors import BendingError, describe, is_bug
 from .files import check_writable
+from .limits import MAX_CHANNELS
 from .loader import DEFAULT_MODEL
 from .passes import OPTIMIZE_MODES
 
@@ -46,6 +47,14 @@ def _port(text: str) -> int:
     value = _whole(text, 0)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
+def _channels(text: str) -> int:
+    """A count of channels played: 1 to :data:`~bendserver.limits.MAX_CHANNELS`."""
+    value = _positive(text)
+    if value > MAX_CHANNELS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_CHANNELS} channels are played, got {value}")
     return value
 
 
@@ -545,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--channels",
-        type=_positive,
+        type=_channels,
         help="channels played, one stream of the model each (default: the --input file's; "
         "one for silence or a device)",
     )

@@ -239,6 +239,16 @@ class Controller:
             return False
         return handler in (_model_load, _node_load)
 
+    def is_structural(self, address: str) -> bool:
+        """Whether a message changes what plays as a whole (a preset loaded or saved, an op
+        added, a version...: tens of milliseconds or more), not a parameter's value nor a
+        query (False for an address that routes nowhere)."""
+        try:
+            entry = route(self._target(address)[1]).entry
+        except BendingError:
+            return False
+        return not (entry.coalesce or entry.query)
+
     def is_query(self, address: str) -> bool:
         """Whether ``address`` is a query (False for an address that routes nowhere)."""
         try:

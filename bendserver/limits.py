@@ -33,6 +33,8 @@ MAX_RAMP_MS = 600_000.0
 MAX_MAGNITUDE = 3.4028234663852886e38
 #: The longest model source (a name, a path, ``file.py:Class``), in characters (a path's limit).
 MAX_SOURCE_CHARS = 4096
+#: The longest message a user reads (an error quoting what it was given is cut there).
+MAX_MESSAGE_CHARS = 2000
 
 # -- sound files --------------------------------------------------------------------------------
 

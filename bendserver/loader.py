@@ -27,6 +27,7 @@ from torch import nn
 from .codegen import compile_source
 from .errors import BendingError
 from .latency import PROBE_SECONDS, measure_latency
+from .limits import MAX_SOURCE_CHARS
 from .module import BendedModule
 from .paths import model_search_path
 from .readers import expect, optional, read_toml
@@ -167,7 +168,7 @@ def _load(
     if isinstance(source, nn.Module):
         return _from_module(type(source).__name__, source)
     device = resolve_device(device)
-    text = str(source)
+    text = model_source(source)
     search = tuple(search)
     if _CLASS.fullmatch(text):
         file, class_name = text.rsplit(":", 1)
@@ -214,7 +215,7 @@ def model_location(source: str | Path, search: Iterable[str | Path] = ()) -> Pat
     """The file or folder holding the model's code that ``source`` names (as :func:`load_model`
     reads it: ``file.py:Class``, a TorchScript file, a model folder, a name along the search
     path), or None when it names none."""
-    text = str(source)
+    text = model_source(source)
     if _CLASS.fullmatch(text):
         return Path(text.rsplit(":", 1)[0])
     path = Path(text)
@@ -226,6 +227,17 @@ def model_location(source: str | Path, search: Iterable[str | Path] = ()) -> Pat
         folders = model_search_path(search)
         return next((f / text for f in folders if (f / text / "manifest.toml").is_file()), None)
     return None
+
+
+def model_source(source: str | Path) -> str:
+    """A model source as text, refused past :data:`MAX_SOURCE_CHARS` (no path is longer)."""
+    text = str(source)
+    if len(text) > MAX_SOURCE_CHARS:
+        raise BendingError(
+            f"a model is named in at most {MAX_SOURCE_CHARS} characters (a name, a path, "
+            f"file.py:Class); this one has {len(text)}"
+        )
+    return text
 
 
 def _from_folder(path: Path, device: torch.device) -> LoadedModel:

@@ -22,17 +22,20 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
-from bendserver import control, switching
+from bendserver import audiofile, control, render, switching
+from bendserver.audiofile import read_audio, sound_info
 from bendserver.batch import MANIFEST, pending
 from bendserver.cli import build_parser, main
 from bendserver.compat import unlink_fx_node
 from bendserver.control import Controller
-from bendserver.errors import BendingError
+from bendserver.errors import BendingError, describe
 from bendserver.midimap import read_mappings
 from bendserver.osc import Incoming
 from bendserver.osc.replies import ReplySender
 from bendserver.osc.worker import ControlWorker
 from bendserver.presets import PresetLibrary, check_name, read_preset
+from bendserver.rackspec import RackSpec
+from bendserver.render import ScorePlayer, parse_score, render_file
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256
@@ -446,3 +449,81 @@ def test_a_racks_preset_on_one_model_plays_that_nodes_part_or_is_refused(tmp_pat
     assert "preset 'other' sets nodes ['nothing'] this rack does not play (its nodes: drive)" in (
         capsys.readouterr().err
     )
+
+
+# -- 10, 11: every reader bounds what it accepts, in one line naming the limit -------------------
+
+
+def test_sound_files_beyond_what_a_host_plays_are_refused_before_they_are_read(tmp_path):
+    """The finding: a 20 KB WAV declaring 1 Hz was resampled until an out-of-memory kill, a
+    244-byte one rendered "100.00 s", a 16 KB one of 1 000 channels took 57 s and 1.5 GB."""
+    slow = tmp_path / "rate1.wav"
+    sf.write(slow, np.zeros(5000, np.float32), 1, subtype="FLOAT")
+    wide = tmp_path / "wide.wav"
+    sf.write(wide, np.zeros((4, 1000), np.int16), 48000, subtype="PCM_16")
+    with pytest.raises(BendingError, match="rate1.wav is at 1 Hz: sound files are read and "):
+        read_audio(slow, 48000, 1)
+    with pytest.raises(BendingError, match="wide.wav has 1000 channels: a sound file played has"):
+        read_audio(wide, 48000, 1)
+    engine = tb.StreamEngine(Identity(), block=BLOCK)
+    fine = tmp_path / "fine.wav"
+    sf.write(fine, np.zeros(4800, np.float32), 48000)
+    with pytest.raises(BendingError, match="the output is at 1 Hz"):
+        render_file(engine, fine, tmp_path / "out.wav", sample_rate=1)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--channels", "65"])
+
+
+def test_a_sound_file_longer_than_the_limit_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(audiofile, "MAX_SOUND_SECONDS", 1)
+    long = tmp_path / "long.wav"
+    sf.write(long, np.zeros(96_000, np.float32), 48000)
+    with pytest.raises(BendingError, match="long.wav lasts 2 s: a sound file read lasts at most 1"):
+        sound_info(long)
+
+
+def test_a_score_holds_a_bounded_number_of_messages_and_of_changes(monkeypatch):
+    """The finding: a 4.6 MB score of 200 000 /preset/load lines ran past 300 s (each
+    rebuilds the model's graph: 40 ms for drive, measured)."""
+    monkeypatch.setattr(render, "MAX_SCORE_EVENTS", 10)
+    monkeypatch.setattr(render, "MAX_SCORE_CHANGES", 3)
+    with pytest.raises(BendingError, match="score:11: a score holds at most 10 messages: split"):
+        parse_score("".join(f"{i / 100} /engine/gain 0.5\n" for i in range(11)))
+    changes = parse_score("".join(f"{i / 100} /bend/clear\n" for i in range(4)))
+    with pytest.raises(BendingError, match="score:4: at 0.03 s, /bend/clear: a score makes at "):
+        ScorePlayer(engine(), changes)
+    ScorePlayer(engine(), changes[:3] + parse_score("0.5 /engine/gain 0.5\n" * 6))
+
+
+def test_rack_files_are_bounded_in_size_depth_nodes_and_edges(tmp_path, monkeypatch):
+    """The finding: a rack nested 5 000 deep was "internal error ... RecursionError"; a 98 KB
+    rack of 2 000 nodes ran past 300 s and 1.8 GB in info; rack files were read whole
+    whatever their size (200 MB)."""
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(BendingError, match="deep.toml is nested more than 32 levels deep"):
+        RackSpec.read(deep)
+    large = tmp_path / "large.toml"
+    large.write_text("# " + "x" * 2**20 + "\n")
+    with pytest.raises(BendingError, match=r"large.toml is 1048579 bytes; at most 1048576 are"):
+        RackSpec.read(large)
+    many = tmp_path / "many.toml"
+    many.write_text("".join(f'[[node]]\nname = "n{i}"\nmodel = "drive"\n' for i in range(65)))
+    with pytest.raises(BendingError, match="at most 64 nodes .* this one has 65 and 0"):
+        RackSpec.read(many).check()
+    with pytest.raises(BendingError, match="at most 64 nodes"):
+        RackSpec.chain(["drive"] * 65).check()
+
+
+def test_a_model_is_named_in_a_bounded_number_of_characters_and_errors_stay_short(capsys):
+    """The finding: a 50 MB model string came back as a 50 MB error line."""
+    long = "x" * 100_000
+    with pytest.raises(BendingError, match="a model is named in at most 4096 characters"):
+        tb.load_model(long)
+    assert main(["info", long]) == 2
+    assert capsys.readouterr().err == (
+        "bendserver: a model is named in at most 4096 characters (a name, a path, "
+        "file.py:Class); this one has 100000\n"
+    )
+    said = describe(BendingError(f"no preset {long!r}"))
+    assert len(said) < 2100 and said.endswith("... (98012 characters more)")

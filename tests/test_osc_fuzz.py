@@ -33,16 +33,19 @@ ONES = np.ones((1, BLOCK), np.float32)
 
 
 class Counted:
-    """Counts the inputs a test tried and prints the rate when the test ends."""
+    """Counts the inputs a test tried and prints the rate (from its first input to its last)
+    when the test's module ends."""
 
     def __init__(self, name):
         self.name, self.count, self.started = name, 0, time.perf_counter()
+        self.last = self.started
 
     def __call__(self):
         self.count += 1
+        self.last = time.perf_counter()
 
     def report(self):
-        seconds = time.perf_counter() - self.started
+        seconds = self.last - self.started
         print(f"{self.name}: {self.count} inputs in {seconds:.2f} s, {self.count / seconds:.0f}/s")
 
 

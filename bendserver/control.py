@@ -743,8 +743,9 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/model/load",
         Schema((Arg("model", "text"),), (Arg("preset", "text"),)),
-        "swap in another model live (name, folder or .ts; its own preset, or the one named, "
-        "none: no preset): probed in a child process, warmed up, crossfaded over --xfade-ms; "
+        "swap in another model live (a name or a .ts file; a folder or file.py:Class from "
+        "serve --allow-code-from only; its own preset, or the one named, none: no preset): "
+        "probed in a child process, warmed up, crossfaded over --xfade-ms; "
         "reply /model/loaded name probe_s load_s warm_s (probe_s -1: not probed)",
         _model_load,
     ),

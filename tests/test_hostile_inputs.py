@@ -22,7 +22,7 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
-from bendserver import audiofile, control, render, switching
+from bendserver import audiofile, control, limits, render, switching
 from bendserver.audiofile import read_audio, sound_info
 from bendserver.batch import MANIFEST, pending
 from bendserver.cli import build_parser, main
@@ -527,3 +527,16 @@ def test_a_model_is_named_in_a_bounded_number_of_characters_and_errors_stay_shor
     )
     said = describe(BendingError(f"no preset {long!r}"))
     assert len(said) < 2100 and said.endswith("... (98012 characters more)")
+
+
+# -- the limits, in one place, documented ---------------------------------------------------------
+
+
+def test_docs_security_lists_every_limit_with_its_value():
+    page = (Path(__file__).parent.parent / "docs" / "security.md").read_text()
+    named = {name: value for name, value in vars(limits).items() if name.isupper()}
+    assert len(named) > 20
+    for name, value in named.items():
+        whole = float(value).is_integer() and value < 1e15
+        shown = f"{int(value):,}".replace(",", " ") if whole else f"{value:g}"
+        assert f"| `{name}` | {shown} |" in page, f"{name} = {value} is not in docs/security.md"

@@ -29,8 +29,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 import torch
-from pythonosc.osc_message import OscMessage
-from pythonosc.osc_message_builder import build_msg
+from switch_live import ask, stats  # this folder's: a load asked for over OSC, its reply
 
 from bendserver.audio.jackclient import JackXruns
 from bendserver.limits import LOAD_INTERVAL
@@ -38,25 +37,6 @@ from bendserver.serve import ServeOptions, Server
 from bendserver.stress import _jack
 
 RATE = 48000
-
-
-def ask(sock: socket.socket, port: int, address: str, args: list, reply: str) -> list:
-    """Send ``address`` and return its reply's arguments (an /error ends the run)."""
-    sock.sendto(build_msg(address, args).dgram, ("127.0.0.1", port))
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        sock.settimeout(max(0.01, deadline - time.monotonic()))
-        message = OscMessage(sock.recv(65536))
-        if message.address == reply:
-            return list(message.params)
-        if message.address == "/error":
-            raise SystemExit(f"{address} {args}: {message.params}")
-    raise SystemExit(f"no reply to {address}")
-
-
-def stats(sock: socket.socket, port: int) -> dict:
-    pairs = ask(sock, port, "/stats", [], "/stats")
-    return dict(zip(pairs[::2], pairs[1::2], strict=True))
 
 
 def rss_mib() -> float:

@@ -17,10 +17,10 @@ import mido
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from jack import ROOT, Replies
+from jack import Replies, demo_options
 from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
-from test_osc_fuzz import Counted
+from test_fuzz import damaged
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -30,7 +30,7 @@ from bendserver.control import ADDRESSES, Controller
 from bendserver.midimap import KINDS, read_mappings
 from bendserver.presets import PresetLibrary
 from bendserver.rackspec import RackSpec
-from bendserver.serve import ServeOptions, Server
+from bendserver.serve import Server
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))
 FUZZ = settings(
@@ -39,26 +39,6 @@ FUZZ = settings(
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-@pytest.fixture(scope="module")
-def counters():
-    found = {}
-    yield lambda name: found.setdefault(name, Counted(name))
-    for counted in found.values():
-        counted.report()
-
-
-def damaged(text: str, draw) -> bytes:
-    """``text`` as bytes, at times cut short or with a byte changed."""
-    data = text.encode()
-    damage = draw(st.sampled_from(["none", "none", "cut", "byte"]))
-    if damage == "cut" and data:
-        data = data[: draw(st.integers(0, len(data) - 1))]
-    if damage == "byte" and data:
-        at = draw(st.integers(0, len(data) - 1))
-        data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1 :]
-    return data
 
 
 numbers = st.one_of(
@@ -274,15 +254,7 @@ frames = st.one_of(
 @pytest.fixture(scope="module")
 def page_server():
     replies = Replies()
-    options = ServeOptions(
-        model="drive",
-        preset="drive",
-        audio="null",
-        input=str(ROOT / "models" / "drive" / "demo.flac"),
-        osc_port=0,
-        reply_port=replies.port,
-    )
-    with Server(options) as running:
+    with Server(demo_options(replies.port)) as running:
         yield running
     replies.close()
 

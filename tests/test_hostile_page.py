@@ -13,26 +13,18 @@ import time
 from pathlib import Path
 
 import pytest
-from jack import ROOT, Replies
+from jack import Replies, demo_options
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from bendserver.osc import clients, oscquery
-from bendserver.serve import ServeOptions, Server
+from bendserver.serve import Server
 
 
 @pytest.fixture
 def server():
     replies = Replies()
-    options = ServeOptions(
-        model="drive",
-        preset="drive",
-        audio="null",
-        input=str(ROOT / "models" / "drive" / "demo.flac"),
-        osc_port=0,
-        reply_port=replies.port,
-    )
-    running = Server(options)
+    running = Server(demo_options(replies.port))
     running.start()
     yield running
     running.stop()

@@ -227,14 +227,16 @@ def release(engine: Node, keep: object) -> None:
     dropped = [item for item in _reachable(engine) if id(item) not in kept]
     empty = torch.empty(0)
     with torch.no_grad():
-        for index, item in enumerate(dropped):
+        while dropped:  # taken out one by one: what is freed, is freed a little at a time
+            item = dropped.pop()
             if isinstance(item, torch.Tensor):
                 item.data = empty
             elif isinstance(item, torch.fx.Node):
                 unlink_fx_node(item)
             elif type(item).__module__.startswith(_EMPTIED) and hasattr(item, "__dict__"):
                 vars(item).clear()
-            if index % 256 == 255:
+            del item
+            if len(dropped) % 64 == 0:
                 breathe()
 
 

@@ -165,12 +165,13 @@ memory without limit: its inbox holds at most 16 384 messages of at most a ring 
 intake measured 87 MiB with its inbox full of 4 000-byte messages, 15 MiB idle) and its caches
 4 096 addresses and 1 024 hosts. A datagram larger than a ring slot (4 032 bytes) is dropped,
 counted (`dropped_large`) and answered with `/error <address> a datagram of N bytes is larger
-than the 4032 bytes the server takes ...`. Preset names are plain names (not one Windows keeps
-for a device: `con`, `nul`, `aux`...): a preset is read from the user's presets folder
-(`$BENDSERVER_HOME/presets`, by default `~/.local/share/bendserver/presets`) or the shipped
-presets, and written only to the user's folder; the shipped presets are never written, and
-replacing a preset takes `/preset/save name 1`. What a server open to a network lets its
-clients do, and every bound on what it accepts: [security.md](security.md).
+than the 4032 bytes the server takes ...` (once a second per sending host). Preset names are
+plain names (not one Windows keeps for a device: `con`, `nul`, `aux`...): a preset is read from
+the user's presets folder (`$BENDSERVER_HOME/presets`, by default
+`~/.local/share/bendserver/presets`) or the shipped presets, and written only to the user's
+folder; the shipped presets are never written, and replacing a preset takes `/preset/save name
+1`. What a server open to a network lets its clients do, and every bound on what it accepts:
+[security.md](security.md).
 """
 
 

@@ -21,6 +21,7 @@ import collections
 import functools
 import gc
 import ipaddress
+import math
 import mmap
 import os
 import re
@@ -301,6 +302,7 @@ class Intake:
         self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
         self.unpushed = 0  #: letters the ring refused (cannot happen after its room is checked)
         self._denied_hosts: set[str] = set()
+        self._large_told: dict[str, float] = {}  #: when each host was told of one too large
         self.running = True
 
     def run(self) -> None:
@@ -351,11 +353,23 @@ class Intake:
                 self._deny(host)
                 continue
             self.accepted += 1
-            if len(data) > capacity:  # dropped, and its sender told
+            if len(data) > capacity:  # dropped, and its sender told (once a second at most)
                 self.too_large += 1
-                put(None, too_large(data, capacity), host, ancillary)
+                if self._tell_large(host):
+                    put(None, too_large(data, capacity), host, time.time())
                 continue
             put(address_of(data), data, host, ancillary)
+
+    def _tell_large(self, host: str) -> bool:
+        """Whether to tell ``host`` of a datagram too large now: once a second per host (a
+        flood of them must not fill the inbox), for the last :data:`DENIED_LOGGED` hosts."""
+        now = time.monotonic()
+        if now - self._large_told.get(host, -math.inf) < 1.0:
+            return False
+        if len(self._large_told) >= DENIED_LOGGED:
+            self._large_told.clear()
+        self._large_told[host] = now
+        return True
 
     def _deny(self, host: str) -> None:
         """Count a denied datagram; name its host in the log once (a flood must not flood the

@@ -14,19 +14,43 @@ import soundfile as sf
 import soxr
 
 from .errors import BendingError
+from .limits import MAX_CHANNELS, MAX_SAMPLE_RATE, MAX_SOUND_SECONDS, MIN_SAMPLE_RATE
 
 #: Output formats by extension, with the subtype written when the input's cannot be kept.
 FORMATS = {".wav": "FLOAT", ".flac": "PCM_24", ".ogg": "VORBIS"}
 
 
 def sound_info(path: Path) -> Any:
-    """A sound file's rate, channels, frames, duration, format and subtype (``sf.info``)."""
+    """A sound file's rate, channels, frames, duration, format and subtype (``sf.info``), of a
+    file within what a host plays (:mod:`bendserver.limits`): a few bytes may declare a rate,
+    channels or a length whose reading and resampling would cost without bound."""
     if not path.is_file():
         raise BendingError(f"no input file {path}")
     try:
-        return sf.info(str(path))
+        info = sf.info(str(path))
     except sf.LibsndfileError as error:
         raise BendingError(f"cannot read {path}: {error}") from None
+    check_rate(info.samplerate, str(path))
+    if not 1 <= info.channels <= MAX_CHANNELS:
+        raise BendingError(
+            f"{path} has {info.channels} channels: a sound file played has 1 to {MAX_CHANNELS}"
+        )
+    if info.frames > MAX_SOUND_SECONDS * info.samplerate:
+        raise BendingError(
+            f"{path} lasts {info.frames / info.samplerate:.0f} s: a sound file read lasts at most "
+            f"{MAX_SOUND_SECONDS} s (split it)"
+        )
+    return info
+
+
+def check_rate(rate: int, what: str) -> int:
+    """``rate`` (Hz) if a sound file may have it, else a BendingError naming ``what``."""
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise BendingError(
+            f"{what} is at {rate} Hz: sound files are read and written at {MIN_SAMPLE_RATE} to "
+            f"{MAX_SAMPLE_RATE} Hz"
+        )
+    return rate
 
 
 def read_sound(path: Path) -> tuple[np.ndarray, Any]:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BendingError
-from .files import commit, discard, write_text, writing
+from .files import check_writable, commit, discard, write_text, writing
 from .rackspec import RackSpec
 from .readers import read_json
 from .render import ScoreEvent, render_file
@@ -290,7 +290,8 @@ def made_by(recipe: dict[str, Any], job: Job) -> dict[str, Any]:
 
 
 class Manifest:
-    """The output folder's record of what made each file, and the convolution forms used."""
+    """The output folder's record of what made each file (and the digest of the file it made),
+    and the convolution forms used (with their digest: a manifest edited by hand is refused)."""
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / MANIFEST
@@ -300,23 +301,77 @@ class Manifest:
             try:
                 data = read_json(self.path, "render manifest")
                 self.files, self.plan = dict(data["files"]), list(data["forms"])
+                edited = data["forms_sha256"] != _digest(self.plan)
             except (BendingError, KeyError, TypeError, ValueError):
                 raise BendingError(
                     f"{self.path} is not a render manifest bendserver can read: remove it "
                     "(the files are then rendered again)"
                 ) from None
+            if edited:
+                raise BendingError(
+                    f"{self.path}: its convolution forms were edited since bendserver wrote them: "
+                    "remove it (the files are then rendered again)"
+                )
+            _check_forms(self.plan, self.path)
 
     def made(self, target: Path, what: dict[str, Any]) -> bool:
-        """Whether ``target`` exists and was made by ``what``."""
-        return target.is_file() and self.files.get(target.name) == what
+        """Whether ``target`` was made by ``what`` and is the file it made (its digest)."""
+        recorded = dict(self.files.get(target.name) or {})
+        digest = recorded.pop(OUTPUT_DIGEST, None)
+        return recorded == what and target.is_file() and file_digest(target) == digest
+
+    def changed(self, target: Path) -> bool:
+        """Whether ``target`` is a file this manifest recorded that is no longer the one made."""
+        digest = (self.files.get(target.name) or {}).get(OUTPUT_DIGEST)
+        return digest is not None and target.is_file() and file_digest(target) != digest
 
     def record(self, target: Path, what: dict[str, Any]) -> None:
-        self.files[target.name] = what
+        self.files[target.name] = {**what, OUTPUT_DIGEST: file_digest(target)}
         self.save()
 
     def save(self) -> None:
-        data = {"format": "bendserver.render", "version": 1, "forms": self.plan}
+        data = {"format": "bendserver.render", "version": 2, "forms": self.plan}
+        data["forms_sha256"] = _digest(self.plan)
         write_text(self.path, json.dumps({**data, "files": self.files}, indent=1) + "\n")
+
+
+#: Where a manifest's record of a file keeps the digest of the file made.
+OUTPUT_DIGEST = "output_sha256"
+
+
+def _digest(value: Any) -> str:
+    """SHA-256 of a JSON value as the manifest writes it."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def _check_forms(plan: list, path: Path) -> None:
+    """Refuse a manifest's convolution forms that name no form, or one that cannot compute its
+    convolution (:mod:`bendserver.passes.convolution`: a transposed one's own, a stride only
+    where a form takes it, none for a one-tap kernel of stride 1 but the strided ones)."""
+    from .passes.convolution import FORMS, STRIDED, TRANSPOSED_FORMS
+
+    for entry in plan:
+        try:
+            (x_shape, weight_shape, _, dilation, _, *kind), name = entry
+            stride, transposed = kind or (1, False)
+            taps = weight_shape[-1]
+            assert all(type(n) is int for n in (*x_shape, *weight_shape, dilation, stride))
+        except (AssertionError, IndexError, TypeError, ValueError):
+            raise BendingError(
+                f"{path}: {json.dumps(entry)[:200]} is no convolution's form: remove the manifest "
+                "(the files are then rendered again)"
+            ) from None
+        if transposed:
+            fits = name in TRANSPOSED_FORMS
+        else:
+            form = FORMS.get(name)
+            fits = form is not None and (form in STRIDED or (stride == 1 and taps != 1))
+        if name is not None and not fits:
+            raise BendingError(
+                f"{path}: the form {str(name)[:40]!r} cannot compute the convolution of input "
+                f"{x_shape} and weight {weight_shape} (stride {stride}): remove the manifest "
+                "(the files are then rendered again)"
+            )
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -345,6 +400,7 @@ def plan_jobs(recipe: Recipe, jobs: list[Job], folder: Path, force: bool) -> Pla
     anything is rendered) an existing file made otherwise, unless ``force``. Retuning, the
     manifest's forms are dropped and its files made again (the forms may change)."""
     manifest = Manifest(folder)
+    check_writable(manifest.path)  # before anything is rendered: a link there is refused
     if recipe.retune is not None:
         manifest.plan = []
     identity = recipe.identity()
@@ -355,9 +411,12 @@ def plan_jobs(recipe: Recipe, jobs: list[Job], folder: Path, force: bool) -> Pla
         if manifest.made(target, what) and not force and recipe.retune is None:
             skipped.append(job)
         elif target.exists() and not force and not manifest.made(target, what):
-            raise BendingError(
-                f"{target} exists and was not made by this render: pass --force to overwrite it"
+            why = (
+                "changed since this render made it"
+                if manifest.changed(target)
+                else "exists and was not made by this render"
             )
+            raise BendingError(f"{target} {why}: pass --force to overwrite it")
         else:
             todo.append(job)
     return Plan(todo, skipped, manifest, made)
@@ -372,8 +431,9 @@ def run_jobs(
     record: bool = True,
 ) -> None:
     """Render the plan's jobs in ``workers`` processes (1: in this one), or Ray actors
-    (``ray_address``: ``"local"`` starts or joins a local cluster), calling ``done`` and,
-    with ``record``, recording each file in the manifest as it completes."""
+    (``ray_address``: ``"local"`` starts or joins a local cluster, ``""`` joins the one this
+    process started), calling ``done`` and, with ``record``, recording each file in the
+    manifest as it completes."""
     if not plan.jobs:
         return
     workers = max(1, min(workers, len(plan.jobs)))
@@ -528,8 +588,15 @@ def _on_ray(recipe: Recipe, plan: Plan, workers: int, address: str) -> Iterator[
             "--ray needs Ray: pip install 'bendserver[ray]' (on every machine of the cluster)"
         ) from None
     started = not ray.is_initialized()
+    if started and not address:
+        raise BendingError(
+            "--ray needs the address of a cluster (--ray auto, --ray ray://HEAD:10001): a Ray "
+            "started here listens on every interface of this machine (Ray cannot keep it to "
+            "loopback); --workers N renders here in a process pool, --ray local starts Ray "
+            "anyway"
+        )
     if started:
-        local = address in ("", "local")
+        local = address == "local"
         ray.init(
             address=None if local else address,
             num_cpus=workers if local else None,

@@ -19,6 +19,7 @@ from typing import Any
 from . import __version__
 from .errors import BendingError, describe, is_bug
 from .files import check_writable
+from .limits import MAX_CHANNELS
 from .loader import DEFAULT_MODEL
 from .passes import OPTIMIZE_MODES
 
@@ -40,6 +41,22 @@ def _whole(text: str, least: int) -> int:
 def _positive(text: str) -> int:
     """An argument that is a whole number above 0."""
     return _whole(text, 1)
+
+
+def _port(text: str) -> int:
+    """A network port: 0 (one the system chooses, or off where the option says so) to 65535."""
+    value = _whole(text, 0)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
+
+
+def _channels(text: str) -> int:
+    """A count of channels played: 1 to :data:`~bendserver.limits.MAX_CHANNELS`."""
+    value = _positive(text)
+    if value > MAX_CHANNELS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_CHANNELS} channels are played, got {value}")
+    return value
 
 
 def _milliseconds(text: str) -> float:
@@ -544,11 +561,11 @@ def build_parser() -> argparse.ArgumentParser:
         "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
     serve.add_argument("--osc-host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--osc-port", type=int, default=9000, help="OSC port to listen on")
-    serve.add_argument("--reply-port", type=int, default=9001, help="port replies go to")
+    serve.add_argument("--osc-port", type=_port, default=9000, help="OSC port to listen on")
+    serve.add_argument("--reply-port", type=_port, default=9001, help="port replies go to")
     serve.add_argument(
         "--oscquery-port",
-        type=int,
+        type=_port,
         help="HTTP/WebSocket port of the OSCQuery namespace (default: the OSC port + 10; 0: off)",
     )
     serve.add_argument(
@@ -579,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--channels",
-        type=_positive,
+        type=_channels,
         help="channels played, one stream of the model each (default: the --input file's; "
         "one for silence or a device)",
     )
@@ -613,6 +630,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="CIDR",
         help="also accept OSC from this network (repeatable); loopback is always allowed",
+    )
+    serve.add_argument(
+        "--allow-code-from",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="/model/load and /<node>/load may import Python code (a model folder, "
+        "file.py:Class) from DIR (repeatable); without it they load model names and "
+        "TorchScript files only (docs/security.md)",
     )
     serve.add_argument("--duration", type=float, help="stop after this many seconds")
     serve.add_argument("--no-fuse", action="store_true", help=NO_FUSE)
@@ -683,11 +709,12 @@ def build_parser() -> argparse.ArgumentParser:
     rendering.add_argument(
         "--ray",
         nargs="?",
-        const="local",
+        const="",
         metavar="ADDRESS",
         help="render on a Ray cluster, one actor per worker (ADDRESS: the cluster's, e.g. "
-        "auto or ray://head:10001; none, or local: a local one, then give --ray after IN); "
-        "needs pip install 'bendserver[ray]'",
+        "auto or ray://head:10001; local: start one here, whose services listen on every "
+        "interface of this machine, then give --ray local after IN); needs pip install "
+        "'bendserver[ray]'",
     )
 
     render = commands.add_parser(

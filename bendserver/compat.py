@@ -103,6 +103,16 @@ def rename_fx_node(node: torch.fx.Node, name: str) -> None:
     node._rename(name)
 
 
+def unlink_fx_node(node: torch.fx.Node) -> None:
+    """Drop what an fx node no one uses any more refers to (its neighbours in its graph's list,
+    its arguments, users and meta): fx's nodes refer to each other both ways, a reference
+    cycle that reference counting frees once each node of it is unlinked (fx has no public way
+    to, for a node its graph let go of already)."""
+    node._prev = node._next = None
+    node._args, node._kwargs = (), {}
+    node._input_nodes, node.users, node.meta = {}, {}, {}
+
+
 def writes_first_argument(target: object) -> bool:
     """True for an operator (``torch.ops.aten.copy_.default``) that writes into its first
     argument, as its schema says."""

@@ -25,6 +25,7 @@ from .bending.ops import OPS
 from .engine import StreamEngine
 from .engine.state import OP_ID
 from .errors import BendingError
+from .limits import MAX_RAMP_MS
 from .midimap import Mapping, MidiMap, read_mappings, write_mappings
 from .paths import user_dir
 from .presets import Preset, PresetLibrary, check_name
@@ -242,6 +243,27 @@ class Controller:
             made.prefix, made.schedule = f"/{name}", self.schedule
             self._nodes[name] = made
         return made
+
+    def refused_now(self, address: str) -> bool:
+        """Whether a message arriving while a change is prepared is refused at once rather
+        than held to follow it: a load while a load runs (one at a time)."""
+        if self.switcher is None or self.switcher.loading is None:
+            return False
+        try:
+            handler = route(self._target(address)[1]).entry.handler
+        except BendingError:
+            return False
+        return handler in (_model_load, _node_load)
+
+    def is_structural(self, address: str) -> bool:
+        """Whether a message changes what plays as a whole (a preset loaded or saved, an op
+        added, a version...: tens of milliseconds or more), not a parameter's value nor a
+        query (False for an address that routes nowhere)."""
+        try:
+            entry = route(self._target(address)[1]).entry
+        except BendingError:
+            return False
+        return not (entry.coalesce or entry.query)
 
     def is_query(self, address: str) -> bool:
         """Whether ``address`` is a query (False for an address that routes nowhere)."""
@@ -651,13 +673,13 @@ _MIDI_OPTIONS = (
     Arg("high"),
     Arg("curve", "text"),
     Arg("invert", "flag"),
-    Arg("ramp_ms", low=0.0, high=600_000.0),
+    Arg("ramp_ms", low=0.0, high=MAX_RAMP_MS),
 )
 
 ADDRESSES: tuple[Address, ...] = (
     Address(
         "/bend/<id>/<param>",
-        Schema((Arg("value"),), (Arg("ramp_ms", low=0.0, high=600_000.0),)),
+        Schema((Arg("value"),), (Arg("ramp_ms", low=0.0, high=MAX_RAMP_MS),)),
         "set an op parameter, ramped over ramp_ms",
         _set_param,
         coalesce=True,
@@ -810,8 +832,9 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/model/load",
         Schema((Arg("model", "text"),), (Arg("preset", "text"),)),
-        "swap in another model live (name, folder or .ts; its own preset, or the one named, "
-        "none: no preset): probed in a child process, warmed up, crossfaded over --xfade-ms; "
+        "swap in another model live (a name or a .ts file; a folder or file.py:Class from "
+        "serve --allow-code-from only; its own preset, or the one named, none: no preset): "
+        "probed in a child process, warmed up, crossfaded over --xfade-ms; "
         "reply /model/loaded name probe_s load_s warm_s (probe_s -1: not probed)",
         _model_load,
     ),

@@ -2,11 +2,13 @@
 
 Every error a user can provoke is a :class:`BendingError` (or a subclass) whose message says what
 went wrong and what to do about it. :func:`describe` is the one path from an exception to what a
-user reads (the command line and the OSC edge both use it): one line, and anything that is not a
-BendingError or a file the system refused is named as a bug.
+user reads (the command line and the OSC edge both use it): one line of bounded length, and
+anything that is not a BendingError or a file the system refused is named as a bug.
 """
 
 from __future__ import annotations
+
+from .limits import MAX_MESSAGE_CHARS
 
 
 class BendingError(Exception):
@@ -42,4 +44,7 @@ def describe(error: BaseException) -> str:
         text = f"cannot use {error.filename}: {error.strerror or error}"
     else:
         text = f"internal error, a bug in bendserver: {type(error).__name__}: {error}"
-    return " ".join(text.split())
+    text = " ".join(text.split())
+    if len(text) > MAX_MESSAGE_CHARS:  # what a user gave, quoted whole, would be all of it
+        text = f"{text[:MAX_MESSAGE_CHARS]}... ({len(text) - MAX_MESSAGE_CHARS} characters more)"
+    return text

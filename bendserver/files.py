@@ -4,8 +4,9 @@ a crash) leaves the old file or nothing, never a partial one.
 
 The temporary file keeps the destination's extension (writers that take the format from it,
 soundfile's, still write the right one) and is hidden (``.name.<random>.partial.ext``), so that
-a folder of sound files does not list it. A destination that is a symbolic link is written
-through: its target is replaced, as opening it for writing would.
+a folder of sound files does not list it. A destination that is a symbolic link is refused: a
+link planted at an output's place would have the write land wherever it points (and one
+planted after the check is replaced by the rename, its target left alone).
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def commit(temp: Path, path: str | os.PathLike) -> None:
         finally:
             os.close(fd)
         if target.exists():
-            shutil.copymode(target, temp)
-        os.replace(temp, target)
+            shutil.copymode(target, temp, follow_symlinks=False)
+        os.replace(temp, target)  # a link at the target is replaced, never followed
     except OSError as error:
         discard(temp)
         raise _cannot_write(path, error) from None
@@ -103,8 +104,14 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def _target(path: str | os.PathLike) -> Path:
-    """The file a write to ``path`` replaces: a symbolic link's target, else ``path``."""
-    return Path(os.path.realpath(path))
+    """The file a write to ``path`` replaces (absolute); a symbolic link there is refused."""
+    target = Path(os.path.abspath(path))
+    if target.is_symlink():
+        raise BendingError(
+            f"{os.fspath(path)} is a symbolic link (to {os.readlink(target)}): bendserver does not "
+            "write through links; remove it, or give the path of the file it points to"
+        )
+    return target
 
 
 def _cannot_write(path: str | os.PathLike, error: OSError) -> BendingError:

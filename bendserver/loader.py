@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import math
+import os
 import re
 import sys
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ from .cache import CacheFile, file_digest
 from .codegen import compile_source
 from .errors import BendingError
 from .latency import PROBE_SECONDS, measure_latency
+from .limits import MAX_SOURCE_CHARS
 from .module import BendedModule
 from .paths import model_search_path
 from .readers import expect, optional, read_toml
@@ -137,10 +139,13 @@ def load_model(
     device: str | torch.device = "cpu",
     search: Iterable[str | Path] = (),
     latency: int | None = None,
+    code_from: Iterable[str | Path] | None = None,
 ) -> LoadedModel:
     """Load a model by name, a model folder, ``path/file.py:Class``, or wrap a module, with its
     weights on ``device``. ``latency`` (samples) replaces the manifest's, or a TorchScript
-    file's measurement at load (:mod:`bendserver.latency`), which it skips.
+    file's measurement at load (:mod:`bendserver.latency`), which it skips. ``code_from``
+    (a live server's loads, asked for by messages): import Python code only from the model
+    folders of the search path and these folders (:func:`check_code`); None: from anywhere.
 
     A bare name (``"drive"``) is looked up along the model search path (:mod:`bendserver.paths`:
     the folders in ``search``, ``$BENDSERVER_MODELS``, the user's models, the shipped ones). A
@@ -150,7 +155,7 @@ def load_model(
         return source
     if latency is not None and (type(latency) is not int or latency < 0):
         raise BendingError(f"a latency is a whole number of samples from 0, got {latency!r}")
-    model = _load(source, device, search, latency is None)
+    model = _load(source, device, search, latency is None, code_from)
     if latency is not None:
         model.latency, model.latency_source = int(latency), "given"
     return model
@@ -161,15 +166,19 @@ def _load(
     device: str | torch.device,
     search: Iterable[str | Path],
     measure: bool,
+    code_from: Iterable[str | Path] | None = None,
 ) -> LoadedModel:
     """:func:`load_model` of a source that is not loaded yet; ``measure``: a TorchScript
-    file's latency."""
+    file's latency; ``code_from``: where Python code may be imported from (None: anywhere)."""
     if isinstance(source, nn.Module):
         return _from_module(type(source).__name__, source)
     device = resolve_device(device)
-    text = str(source)
+    text = model_source(source)
+    search = tuple(search)
     if _CLASS.fullmatch(text):
         file, class_name = text.rsplit(":", 1)
+        if code_from is not None:
+            check_code(text, Path(file), search, code_from)
         module = _load_class(Path(file), class_name)().to(device)
         return _from_module(class_name, module)
     path = model_location(text, search) or Path(text)
@@ -184,14 +193,34 @@ def _load(
             f"{', '.join(str(f) for f in folders)}; add folders with --models-dir or "
             "BENDSERVER_MODELS)"
         )
+    if code_from is not None:
+        check_code(text, path, search, code_from)
     return _from_folder(path, device)
+
+
+def check_code(
+    source: str, location: Path, search: Iterable[str | Path], code_from: Iterable[str | Path]
+) -> None:
+    """Refuse to import the Python code at ``location`` (a model folder or a ``.py`` file that
+    ``source`` names) unless it lies in a model folder of the search path or one of
+    ``code_from``: what a live server loads is asked for by messages, from any client it takes,
+    and only the person who started it decides where code may come from."""
+    place = Path(os.path.abspath(location))  # ".." resolved: no way out of a folder
+    folders = [*model_search_path(search), *map(Path, code_from)]
+    if any(place.is_relative_to(os.path.abspath(folder)) for folder in folders):
+        return
+    raise BendingError(
+        f"model {source!r} is Python code outside the model folders: a live server imports "
+        "code only from its model folders (load those by name) and the folders given to serve "
+        "--allow-code-from DIR; TorchScript files (.ts) load from anywhere"
+    )
 
 
 def model_location(source: str | Path, search: Iterable[str | Path] = ()) -> Path | None:
     """The file or folder holding the model's code that ``source`` names (as :func:`load_model`
     reads it: ``file.py:Class``, a TorchScript file, a model folder, a name along the search
     path), or None when it names none."""
-    text = str(source)
+    text = model_source(source)
     if _CLASS.fullmatch(text):
         return Path(text.rsplit(":", 1)[0])
     path = Path(text)
@@ -203,6 +232,17 @@ def model_location(source: str | Path, search: Iterable[str | Path] = ()) -> Pat
         folders = model_search_path(search)
         return next((f / text for f in folders if (f / text / "manifest.toml").is_file()), None)
     return None
+
+
+def model_source(source: str | Path) -> str:
+    """A model source as text, refused past :data:`MAX_SOURCE_CHARS` (no path is longer)."""
+    text = str(source)
+    if len(text) > MAX_SOURCE_CHARS:
+        raise BendingError(
+            f"a model is named in at most {MAX_SOURCE_CHARS} characters (a name, a path, "
+            f"file.py:Class); this one has {len(text)}"
+        )
+    return text
 
 
 def _from_folder(path: Path, device: torch.device) -> LoadedModel:

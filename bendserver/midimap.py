@@ -18,6 +18,7 @@ from typing import Any
 
 from .errors import BendingError
 from .files import write_text
+from .limits import MAX_MAGNITUDE, MAX_RAMP_MS
 from .readers import expect, only, optional, read_json
 
 #: The kinds of control a mapping follows.
@@ -73,8 +74,14 @@ class Mapping:
                 f"{self.address}: an exponential curve needs low and high of one sign, neither "
                 f"0 (got {self.low:g}..{self.high:g}): give a range such as 0.01 1"
             )
-        if self.ramp_ms < 0:
-            raise BendingError(f"ramp_ms must be >= 0, got {self.ramp_ms:g}")
+        if not 0 <= self.ramp_ms <= MAX_RAMP_MS:
+            raise BendingError(f"ramp_ms is 0..{MAX_RAMP_MS:g}, got {self.ramp_ms:g}")
+        for bound in (self.low, self.high):
+            if not abs(bound) <= MAX_MAGNITUDE:
+                raise BendingError(
+                    f"{self.address}: a MIDI range's ends are within ±{MAX_MAGNITUDE:g}, got "
+                    f"{bound:g}"
+                )
 
     @property
     def source(self) -> tuple[str, int, int]:
@@ -111,7 +118,7 @@ def mapping_from_dict(data: Any, where: str) -> Mapping:
     expect(data, "object", where)
     only(data, KEYS, where)
     at = f"{where}."
-    return Mapping(
+    fields = dict(
         address=expect(data.get("address"), "text", f"{at}address"),
         kind=expect(data.get("kind"), "text", f"{at}kind"),
         channel=expect(data.get("channel"), "integer", f"{at}channel"),
@@ -123,6 +130,10 @@ def mapping_from_dict(data: Any, where: str) -> Mapping:
         ramp_ms=optional(data, "ramp_ms", "number", at, 0.0),
         toggle=optional(data, "toggle", "flag", at, False),
     )
+    try:
+        return Mapping(**fields)
+    except BendingError as error:
+        raise BendingError(f"{where}: {error}") from None
 
 
 def mappings_from_list(data: Any, where: str) -> list[Mapping]:

@@ -23,6 +23,8 @@ from .paths import SHIPPED_PRESETS, user_dir
 from .readers import expect, only, optional, read_json
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+#: Names Windows gives its devices: no file may be called so there (a preset could not be copied).
+_DEVICES = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])", re.IGNORECASE)
 
 
 @dataclass
@@ -63,11 +65,13 @@ class Preset:
 
 
 def check_name(name: Any) -> str:
-    """A preset name: a plain name, never a path."""
+    """A preset name: a plain name, never a path nor a name no file may have on Windows."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise BendingError(
             f"preset names are letters, digits, '-' and '_' (at most 64), got {name!r}"
         )
+    if _DEVICES.fullmatch(name):
+        raise BendingError(f"{name!r} names a device on Windows, where no file may: choose another")
     return name
 
 

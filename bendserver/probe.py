@@ -15,13 +15,21 @@ what it has not seen work) also refuses a model the child could not load (a trun
 ``.ts``, a file torch cannot read, a Python error) or whose first call gives the wrong shape or
 values that are not finite, with the reason the child met; the waiting lets long work breathe
 (:mod:`bendserver.slices`), so a control worker answers queries meanwhile.
+
+Whatever the mode, the command never loads a model whose child ended before it reported (an exit
+of the model's own, ``os._exit(0)`` included), took longer than :data:`PROBE_SECONDS` (stopped),
+or ran out of the address space it is given (:data:`PROBE_MEMORY` beyond what it was forked
+with, plus twice the model's files): each is one line saying so. The child dies with the thread
+that forked it (``PR_SET_PDEATHSIG``): a command killed while it probes leaves nothing running.
 """
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import os
 import re
+import resource
 import select
 import signal
 import sys
@@ -33,15 +41,18 @@ import torch
 
 from .cache import CacheFile, file_digest
 from .errors import BendingError, ModelCrashed, describe
+from .limits import PROBE_MEMORY, PROBE_SECONDS
 from .loader import TORCHSCRIPT_SUFFIXES, load_model, model_location
 from .paths import PACKAGE, SHIPPED_MODELS
 from .slices import breathe
 
-#: Seconds the child may take (loading a large model included); past that it is stopped and
-#: the command goes on without the probe's answer.
-TIMEOUT = 120.0
-#: How the child's last line on its steps pipe starts when the model failed without dying.
+#: The child's last line on its steps pipe when the model loaded and answered.
+_DONE = "done"
+#: How that line starts when the model failed without dying, or ran out of memory.
 _FAILED = "failed: "
+_MEMORY = "memory: "
+#: Linux's prctl option: the signal a process gets when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
 #: Seconds between two looks at the child while waiting (each a point where work may breathe).
 _POLL = 0.02
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
@@ -56,13 +67,16 @@ def probe_model(
     check: bool = False,
     block: int | None = None,
     shipped: bool = False,
+    code_from: Iterable[str | Path] | None = None,
 ) -> bool:
     """Load ``source`` and call each of its methods once (on blocks of ``block`` frames, None:
-    the model's own) in a forked child; raise :class:`ModelCrashed` if that kills the child.
-    A Python error in the child is left to the command's own load to report, unless ``check``:
-    then it, an output of the wrong shape or not finite, and a child that does not finish are
-    a BendingError. Shipped models are not probed, unless ``shipped`` (to measure the cost);
-    nor is a source that names no file (its load says so). Returns whether it probed."""
+    the model's own) in a forked child; raise :class:`ModelCrashed` if the child ends before
+    it reports (killed, or an exit of the model's own), a BendingError if it takes longer than
+    :data:`PROBE_SECONDS` or runs out of memory. A Python error in the child is left to the
+    command's own load to report, unless ``check``: then it, and an output of the wrong shape
+    or not finite, are a BendingError. Shipped models are not probed, unless ``shipped`` (to
+    measure the cost); nor is a source that names no file (its load says so). Returns whether
+    it probed."""
     location = model_location(source, search)
     if location is None:
         return False
@@ -73,15 +87,17 @@ def probe_model(
         passed = f"{file_digest(location)} {block}"
         if _PASSED.get(passed) is True:
             return False
+    memory = PROBE_MEMORY + 2 * _size(location)
     steps_read, steps_write = os.pipe()
     trace_read, trace_write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(steps_read)
         os.close(trace_read)
-        _child(source, search, block, steps_write, trace_write)
+        _child(source, search, block, steps_write, trace_write, code_from, parent, memory)
     os.close(steps_write)
     os.close(trace_write)
     try:
@@ -89,16 +105,24 @@ def probe_model(
     finally:
         os.close(steps_read)
         os.close(trace_read)
-    last = steps.splitlines()[-1] if steps else "starting"
+    lines = steps.splitlines()
+    last = lines[-1] if lines else ""
+    step = next((line for line in reversed(lines) if line.startswith(("while", "at "))), "")
+    step = step or "while starting"
     if status is None:
-        if check:
-            raise BendingError(
-                f"model {source!r}: loading it and calling it once took longer than "
-                f"{TIMEOUT:g} s in a child process; nothing was loaded"
-            )
-        return True
-    if status != 0:
-        raise ModelCrashed(_verdict(source, location, last, status, trace))
+        raise BendingError(
+            f"model {source!r}: loading it and calling it once took longer than "
+            f"{PROBE_SECONDS:g} s in a child process, which was stopped {step}; nothing was "
+            "loaded (a model that needs longer loads with --trust-model)"
+        )
+    if status != 0 or not last.startswith((_DONE, _FAILED, _MEMORY)):
+        raise ModelCrashed(_verdict(source, location, step, status, trace))
+    if last.startswith(_MEMORY):
+        raise BendingError(
+            f"model {source!r} needed more than the {memory / 2**30:.1f} GiB of memory a probe "
+            f"gives {step} ({last[len(_MEMORY) :]}); nothing was loaded (a model that needs "
+            "more loads with --trust-model)"
+        )
     if last.startswith(_FAILED):
         if check:
             raise BendingError(f"model {source!r}: {last[len(_FAILED) :]} (nothing was loaded)")
@@ -107,18 +131,43 @@ def probe_model(
     return True
 
 
-def _child(
-    source: str, search: Iterable[str | Path], frames: int | None, steps: int, trace: int
-) -> None:
-    """Load the model, call each method on zeros, saying each step on ``steps`` and, last, why
-    it failed (an error, an output of the wrong shape or not finite); a fatal signal writes the
-    Python stack to ``trace``. Exits 0 unless the model's code ends the process."""
+def _size(location: Path) -> int:
+    """The bytes of a model's file, or of the files of its folder (its weights)."""
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # prints come once
+        if location.is_dir():
+            return sum(entry.stat().st_size for entry in os.scandir(location) if entry.is_file())
+        return location.stat().st_size
+    except OSError:
+        return 0
+
+
+def _child(
+    source: str,
+    search: Iterable[str | Path],
+    frames: int | None,
+    steps: int,
+    trace: int,
+    code_from: Iterable[str | Path] | None,
+    parent: int,
+    memory: int,
+) -> None:
+    """Load the model, call each method on zeros, saying each step on ``steps`` and, last, that
+    it is done or why it failed (an error, memory, an output of the wrong shape or not finite);
+    a fatal signal writes the Python stack to ``trace``. Dies with ``parent``'s forking thread;
+    its address space grows by ``memory`` bytes at most. Exits 0 unless the model's code ends
+    the process (an exit of its own, even 0, leaves no last line)."""
+    try:
+        _die_with_parent(parent)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # prints come once (the command's)
         faulthandler.enable(file=trace, all_threads=False)
+    except BaseException:  # never back into the command's code in this process
+        os._exit(1)
+    try:
+        _limit_memory(memory)
         torch.set_num_threads(1)
         os.write(steps, b"while loading it\n")
-        model = load_model(source, search=search, latency=0)  # the command's load measures it
+        # the command's load measures the latency
+        model = load_model(source, search=search, latency=0, code_from=code_from)
         block = frames or model.block
         for name, spec in model.methods.items():
             os.write(steps, f"at the first call of {name}()\n".encode())
@@ -126,9 +175,51 @@ def _child(
             with torch.inference_mode():
                 out = getattr(model.module, name)(zeros)
             _check_output(name, out, [1, spec.out_channels, block // spec.out_ratio])
+        os.write(steps, f"{_DONE}\n".encode())
+    except SystemExit as exit:  # the model's code ended the process: as os._exit would
+        os._exit(exit.code if isinstance(exit.code, int) else 1)
     except BaseException as error:  # an error, not a death: said, for ``check``
-        os.write(steps, f"{_FAILED}{describe(error)}\n".encode(errors="replace"))
+        kind = _MEMORY if _out_of_memory(error) else _FAILED
+        os.write(steps, f"{kind}{describe(error)}\n".encode(errors="replace"))
     os._exit(0)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when the thread that forked it ends (Linux), and end
+    now if that happened already."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _limit_memory(memory: int) -> None:
+    """Let this process's address space grow by ``memory`` bytes at most (``RLIMIT_AS``, where
+    the system says how large it is): a model asking for more is refused the memory, as an
+    error, before the machine runs out."""
+    if not os.path.exists("/proc/self/statm"):
+        return
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = mapped + memory
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` (or one it comes from) is an allocation refused: Python's and numpy's
+    MemoryError, torch's allocator, the system's ENOMEM."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, MemoryError) or "can't allocate memory" in str(seen):
+            return True
+        if isinstance(seen, OSError) and seen.errno == 12:  # ENOMEM
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _check_output(name: str, out: object, wanted: list[int]) -> None:
@@ -144,10 +235,11 @@ def _check_output(name: str, out: object, wanted: list[int]) -> None:
 def _wait(pid: int, steps: int, trace: int) -> tuple[str, str, int | None]:
     """What the child said, its stack at a fatal signal, and its exit status (as
     ``os.waitstatus_to_exitcode``: minus the signal's number for a signal), or None when it
-    took longer than :data:`TIMEOUT` and was stopped."""
+    took longer than :data:`PROBE_SECONDS` and was stopped."""
     chunks: dict[int, list[bytes]] = {steps: [], trace: []}
     open_fds = [steps, trace]
-    deadline = time.monotonic() + TIMEOUT
+    deadline = time.monotonic() + PROBE_SECONDS
+    status: int | None = None
     try:
         while open_fds:
             left = deadline - time.monotonic()
@@ -164,12 +256,12 @@ def _wait(pid: int, steps: int, trace: int) -> tuple[str, str, int | None]:
     except BaseException as error:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        if isinstance(error, TimeoutError):
-            return "", "", None
-        raise
-    _, status = os.waitpid(pid, 0)
+        if not isinstance(error, TimeoutError):
+            raise
+    else:
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     text = {fd: b"".join(parts).decode(errors="replace") for fd, parts in chunks.items()}
-    return text[steps], text[trace], os.waitstatus_to_exitcode(status)
+    return text[steps], text[trace], status
 
 
 def _verdict(source: str, location: Path, step: str, status: int, trace: str) -> str:

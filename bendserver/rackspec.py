@@ -15,18 +15,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import torch
 
 from .control import ROOT_WORDS
 from .engine.node import Node
 from .engine.rack import IN, OUT, Edge, Rack
 from .errors import BendingError
-from .loader import LoadedModel, MethodSpec, load_model
+from .limits import MAX_RACK_BYTES, MAX_RACK_EDGES, MAX_RACK_NODES
+from .loader import LoadedModel, MethodSpec, load_model, model_source
 from .midimap import Mapping
 from .module import BendedModule
 from .paths import SHIPPED_RACKS
 from .presets import Preset, load_preset, preset_for
+from .readers import read_toml
 from .tracing.flow import latent
 
 #: A node's name: what its OSC addresses start with.
@@ -50,11 +51,13 @@ class NodeSpec:
         optimize: str = "passes",
         streams: int | None = None,
         search: Iterable[str | Path] = (),
+        code_from: Iterable[str | Path] | None = None,
     ) -> tuple[Node, list[Mapping]]:
         """The node (its own copy of its model) playing ``block`` (None: the model's), and the
         MIDI mappings of its preset: the one given, else the model's own for ``forward`` (a
-        model's preset bends its forward, not its other methods)."""
-        model = load_model(self.model, device, search)
+        model's preset bends its forward, not its other methods). ``code_from``: where its
+        Python code may come from (:func:`bendserver.loader.check_code`; None: anywhere)."""
+        model = load_model(self.model, device, search, code_from=code_from)
         chosen = self.preset
         if chosen is None and self.method != "forward":
             chosen = "none"
@@ -125,12 +128,7 @@ class RackSpec:
         """A rack file (TOML): ``[[node]]`` tables (``name``, ``model``, ``method``, ``preset``)
         and ``[[edge]]`` tables (``from``, ``to``, ``gain``, ``name``); no edges: a chain.
         Model paths are relative to the file."""
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as error:
-            raise BendingError(f"cannot read rack file {path}: {error.strerror}") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-            raise BendingError(f"rack file {path} is not valid TOML: {error}") from None
+        data = read_toml(path, "rack file", MAX_RACK_BYTES)
         unknown = set(data) - {"node", "edge"}
         if unknown:
             raise BendingError(f"rack file {path}: unknown keys {sorted(unknown)} (node, edge)")
@@ -141,8 +139,14 @@ class RackSpec:
         return cls(nodes, edges)
 
     def check(self) -> None:
-        """Names are valid and distinct (the ends ``in`` and ``out`` are taken)."""
+        """Names are valid and distinct (the ends ``in`` and ``out`` are taken); at most
+        :data:`MAX_RACK_NODES` nodes (named edges included) and :data:`MAX_RACK_EDGES` edges."""
         names = [node.name for node in self.nodes] + [e.name for e in self.edges if e.name]
+        if len(names) > MAX_RACK_NODES or len(self.edges) > MAX_RACK_EDGES:
+            raise BendingError(
+                f"a rack plays at most {MAX_RACK_NODES} nodes (named edges included) joined by "
+                f"at most {MAX_RACK_EDGES} edges; this one has {len(names)} and {len(self.edges)}"
+            )
         for name in names:
             if not NAME.match(name) or name in (IN, OUT) or name in ROOT_WORDS:
                 raise BendingError(
@@ -267,6 +271,7 @@ def counted(rack: Rack) -> str:
 def split_method(text: str) -> tuple[str, str]:
     """``model.method`` or ``file.ts:method`` into (model, method); a plain model, a folder,
     a file or ``file.py:Class`` plays ``forward``."""
+    text = model_source(text)
     if ":" in text:
         model, method = text.rsplit(":", 1)
         if model.endswith(".ts") and method.isidentifier():

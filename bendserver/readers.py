@@ -16,17 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BendingError
+from .limits import MAX_DEPTH, MAX_FILE_BYTES
 from .slices import breathe
 
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
-
-#: The largest score, preset or manifest read, in bytes.
-MAX_BYTES = 64 * 2**20
-#: The deepest nesting of lists and objects a JSON file may have.
-MAX_DEPTH = 32
 
 _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -49,14 +45,13 @@ def decimal(word: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def read_text(path: Path, what: str) -> str:
-    """The text of ``path`` (a ``what``: score, preset...), UTF-8 and at most :data:`MAX_BYTES`."""
+def read_text(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> str:
+    """The text of ``path`` (a ``what``: score, preset...), UTF-8 and at most ``limit`` bytes
+    (:mod:`bendserver.limits`)."""
     try:
         size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise BendingError(
-                f"{what} {path} is {size} bytes; at most {MAX_BYTES} are read: split it"
-            )
+        if size > limit:
+            raise BendingError(f"{what} {path} is {size} bytes; at most {limit} are read: split it")
         data = path.read_bytes()
     except FileNotFoundError:
         raise BendingError(f"no {what} file {path}") from None
@@ -99,17 +94,21 @@ def read_json(path: Path, what: str) -> Any:
     return parse_json(read_text(path, what), f"{what} {path.name}")
 
 
-def read_toml(path: Path, what: str) -> dict[str, Any]:
-    """The TOML file ``path``, read as :func:`read_text` does; floats must be finite decimals."""
-    text = read_text(path, what)
+def read_toml(path: Path, what: str, limit: int = MAX_FILE_BYTES) -> dict[str, Any]:
+    """The TOML file ``path``, read as :func:`read_text` does (at most ``limit`` bytes); floats
+    must be finite decimals, tables and arrays at most :data:`MAX_DEPTH` levels deep."""
+    text = read_text(path, what, limit)
     try:
-        return tomllib.loads(text, parse_float=_finite_float)
+        data = tomllib.loads(text, parse_float=_finite_float)
     except tomllib.TOMLDecodeError as error:
-        raise BendingError(f"{path} is not valid TOML: {error}") from None
+        raise BendingError(f"{what} {path} is not valid TOML: {error}") from None
     except RecursionError:
-        raise BendingError(f"{path} is nested too deeply") from None
+        raise BendingError(f"{what} {path} is nested more than {MAX_DEPTH} levels deep") from None
     except BendingError as error:
-        raise BendingError(f"{path}: {error}") from None
+        raise BendingError(f"{what} {path}: {error}") from None
+    if _depth(data) > MAX_DEPTH:
+        raise BendingError(f"{what} {path} is nested more than {MAX_DEPTH} levels deep")
+    return data
 
 
 def expect(value: Any, kind: str, key: str) -> Any:

@@ -24,13 +24,21 @@ import soundfile as sf
 import soxr
 from tqdm import tqdm
 
-from .audiofile import fit_channels, output_subtype, read_sound, resample_audio, streams_for
+from .audiofile import (
+    check_rate,
+    fit_channels,
+    output_subtype,
+    read_sound,
+    resample_audio,
+    streams_for,
+)
 from .control import Controller
 from .engine import StreamEngine
 from .errors import BendingError
 from .files import same_file, writing
 from .frames import SUFFIXES as FRAMES
 from .frames import is_frames_file, read_frames, write_frames
+from .limits import MAX_SCORE_CHANGES, MAX_SCORE_EVENTS
 from .readers import decimal, read_text
 
 log = logging.getLogger("bendserver.render")
@@ -75,6 +83,10 @@ def parse_score(text: str, source: str = "score") -> list[ScoreEvent]:
             raise BendingError(f"{where}: negative time {time}")
         args = tuple(_word(w) for w in words[2:])
         events.append(ScoreEvent(time, words[1], args, where))
+        if len(events) > MAX_SCORE_EVENTS:
+            raise BendingError(
+                f"{where}: a score holds at most {MAX_SCORE_EVENTS} messages: split it"
+            )
     return sorted(events, key=lambda e: e.time)
 
 
@@ -95,11 +107,19 @@ class ScorePlayer:
         self.start = engine.time  #: score times count from here
         self.times = [self.start + engine.samples(event.time) for event in self.events]
         self.next = 0
+        changes = 0
         for event in self.events:
             try:
                 self.controller.check(event.address, event.args)
             except BendingError as error:
                 raise event.error(str(error)) from None
+            changes += self.controller.is_structural(event.address)
+            if changes > MAX_SCORE_CHANGES:
+                raise event.error(
+                    f"a score makes at most {MAX_SCORE_CHANGES} changes that rebuild what plays "
+                    "(presets, ops, versions; each takes tens of milliseconds or more): fewer, or "
+                    "split the render"
+                )
 
     def until(self, sample: int) -> None:
         """Submit the events due at the block that starts at ``sample`` (a ``/preset/save``
@@ -205,7 +225,7 @@ def render_file(
         return _render_to_frames(engine, played, source, output, score)
     latency = engine.latency  # the model's output of the file's end comes that much after it
     played = np.pad(played, ((0, 0), (0, latency)))
-    out_rate = int(sample_rate or rate)
+    out_rate = check_rate(int(sample_rate or rate), "the output")
     wanted = round(frames * out_rate / rate)
     if keep_latency:
         wanted += round(latency * out_rate / engine.sample_rate)

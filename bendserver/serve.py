@@ -112,6 +112,9 @@ class ServeOptions:
     midi: str | None = None  #: a MIDI input: "" a virtual port, else part of a port's name
     xfade_ms: float = 50.0  #: ``/model/load``'s crossfade from the old model to the new
     trust_model: bool = False  #: ``/model/load`` skips the probe in a child process
+    #: Folders a live load may import Python code from, beside the model folders (loads name
+    #: their model in a message: by default only names and TorchScript files load).
+    allow_code_from: list[str] = field(default_factory=list)
     #: A rack of several nodes (repeated ``-m``, ``--rack``: a RackSpec) played instead of
     #: ``model``; None: the one model.
     rack: Any = None
@@ -179,7 +182,11 @@ class Server:
         self.controller.frames = self.frames
         self.controller.midi.replace(mappings)
         self.controller.switcher = ModelSwitcher(
-            engine, options.models_dir, options.trust_model, options.xfade_ms
+            engine,
+            options.models_dir,
+            options.trust_model,
+            options.xfade_ms,
+            code_from=options.allow_code_from,
         )
         self.meters: Meters | None = None
         self.midi: MidiInput | None = None
@@ -424,7 +431,7 @@ class Server:
             )
         lines.append(
             f"oscquery   {self.oscquery.url}"
-            + (" (zeroconf: _oscjson._tcp)" if options.zeroconf else " (not advertised)")
+            + (" (zeroconf: _oscjson._tcp)" if self.oscquery.advertise else self._unadvertised())
             if self.oscquery is not None
             else "oscquery   off (--oscquery-port N serves the namespace to OSCQuery clients)"
         )
@@ -458,6 +465,12 @@ class Server:
             f"try        {self.example()}",
         ]
         return "\n".join(lines)
+
+    def _unadvertised(self) -> str:
+        """Why OSCQuery is not advertised over zeroconf."""
+        if not self.options.zeroconf:
+            return " (not advertised)"
+        return " (not advertised: OSC listens on loopback only)"
 
     def _model_lines(self) -> list[str]:
         """What plays: the model, or the rack's nodes in order (each with its ops and the

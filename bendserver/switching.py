@@ -14,6 +14,7 @@ Any refusal leaves the old model playing and says why.
 from __future__ import annotations
 
 import gc
+import math
 import time
 import types
 from collections.abc import Callable, Iterable
@@ -24,11 +25,13 @@ import numpy as np
 import torch
 
 from .codegen import compile_aside
-from .compat import call_at_each_fx_node
+from .compat import call_at_each_fx_node, unlink_fx_node
 from .engine.node import Node
 from .engine.rack import Rack
 from .engine.switch import checked_fade
 from .errors import BendingError
+from .limits import LOAD_INTERVAL
+from .loader import TORCHSCRIPT_SUFFIXES, check_code, model_location
 from .midimap import Mapping
 from .probe import probe_model
 from .rackspec import NodeSpec, RackSpec, split_method
@@ -58,8 +61,10 @@ class Loaded:
 
 class ModelSwitcher:
     """Loads models into the nodes of ``rack`` live, crossfading over ``fade_ms``; ``search``:
-    folders to find model names in; ``trust``: skip the probe. ``build`` makes a node like a
-    playing one for another model (default: :meth:`node_like`)."""
+    folders to find model names in; ``trust``: skip the probe; ``code_from``: folders beside
+    the model folders that Python code may be imported from (a load names its model in a
+    message: :func:`bendserver.loader.check_code`). ``build`` makes a node like a playing one
+    for another model (default: :meth:`node_like`)."""
 
     def __init__(
         self,
@@ -68,13 +73,17 @@ class ModelSwitcher:
         trust: bool = False,
         fade_ms: float = 50.0,
         build: Builder | None = None,
+        code_from: Iterable[str | Path] = (),
     ) -> None:
         self.rack = rack
         self.search = list(search)
+        self.code_from = list(code_from)
         self.trust = trust
         self.fade_ms = checked_fade(fade_ms)
         self.build = self.node_like if build is None else build
         self.switches = 0  #: models swapped in
+        self.loading: str | None = None  #: the model a load in progress loads
+        self._began = -math.inf  #: when the last load began (``time.monotonic``)
         compile_aside()  # a load's generated code compiled off the interpreter the audio needs
         call_at_each_fx_node(breathe)  # and its graph work pausing at any node for a block
 
@@ -83,12 +92,29 @@ class ModelSwitcher:
         (``model[.method]``) with ``preset``, and that preset's MIDI mappings."""
         model, method = split_method(source)
         spec = NodeSpec("incoming", model, method, preset)
-        return spec.load(like.block, str(like.device), like.optimize, like.streams, self.search)
+        return spec.load(
+            like.block, str(like.device), like.optimize, like.streams, self.search, self.code_from
+        )
 
     def load(self, source: str, preset: str | None = None, node: str | None = None) -> Loaded:
         """Probe, load, check and warm up ``source`` (with ``preset``) for node ``node`` (None:
         the only node, which then takes the new model's name), swap it in and wait for the
-        crossfade; a BendingError (the old model still playing) says why not."""
+        crossfade; a BendingError (the old model still playing) says why not. One load runs at
+        a time, and their work (the probe on) begins at most once every :data:`LOAD_INTERVAL`
+        seconds."""
+        if self.loading is not None:
+            raise BendingError(
+                f"a load of {self.loading!r} runs: one load at a time; send this one again once "
+                "it is answered"
+            )
+        self.loading = source
+        try:
+            return self._load(source, preset, node)
+        finally:
+            self.loading = None
+
+    def _load(self, source: str, preset: str | None, node: str | None) -> Loaded:
+        """:meth:`load`, once it may run."""
         rack = self.rack
         rack.check_idle()
         if not source.strip():
@@ -96,9 +122,20 @@ class ModelSwitcher:
         name, rename = self._place(source, node)
         old = rack.nodes[name]
         self._free()
+        model = split_method(source)[0]
+        location = model_location(model, self.search)
+        if location is not None and location.suffix not in TORCHSCRIPT_SUFFIXES:
+            check_code(model, location, self.search, self.code_from)  # before the probe runs it
+        wait = self._began + LOAD_INTERVAL - time.monotonic()
+        if wait > 0:
+            raise BendingError(
+                f"a load began {LOAD_INTERVAL - wait:.2f} s ago: loads begin at most one every "
+                f"{LOAD_INTERVAL:g} s; send this one again in {wait:.2f} s"
+            )
+        self._began = time.monotonic()
         started = time.perf_counter()
         probed = not self.trust and probe_model(
-            split_method(source)[0], self.search, check=True, block=old.block
+            model, self.search, check=True, block=old.block, code_from=self.code_from
         )
         probe_s = time.perf_counter() - started if probed else None
         breathe()
@@ -124,6 +161,8 @@ class ModelSwitcher:
         self.switches += 1
         swapped = self._wait_for_fade()
         self._free()
+        breathe()
+        gc.collect()  # the load's own garbage (a tracer's cycles), before the worker freezes
         return Loaded(rename or name, new, mappings, probe_s, warming - loading, warm_s, swapped)
 
     def _place(self, source: str, node: str | None) -> tuple[str, str | None]:
@@ -177,40 +216,54 @@ class ModelSwitcher:
 
 
 def release(engine: Node, keep: object) -> None:
-    """Empty the storage of every tensor a replaced node holds that ``keep`` (the rack that
-    plays) does not. A server keeps what it loaded out of the collector (``gc.freeze``: a full
-    collection holds the interpreter for a second), so the reference cycles of an engine (its
-    graphs, bound methods) are never collected: its tensors, the bulk of its memory, are freed
-    here, on the control side."""
-    kept = {id(tensor) for tensor in _tensors(keep)}
+    """Free what a replaced node holds that ``keep`` (the rack that plays) does not. A server
+    keeps what it loaded out of the collector (``gc.freeze``: a full collection holds the
+    interpreter for a second), so the reference cycles of an engine (its graphs, bound methods)
+    are never collected: here, on the control side, its tensors' storage is emptied, its fx
+    graphs' nodes unlinked and its objects' (bendserver's, fx's) attributes dropped, which
+    leaves no cycle behind, so that reference counting frees them (memory flat over live loads:
+    docs/serve.md)."""
+    kept = {id(item) for item in _reachable(keep)}
+    dropped = [item for item in _reachable(engine) if id(item) not in kept]
     empty = torch.empty(0)
     with torch.no_grad():
-        for tensor in _tensors(engine):
-            if id(tensor) not in kept:
-                tensor.data = empty
+        while dropped:  # taken out one by one: what is freed, is freed a little at a time
+            item = dropped.pop()
+            if isinstance(item, torch.Tensor):
+                item.data = empty
+            elif isinstance(item, torch.fx.Node):
+                unlink_fx_node(item)
+            elif type(item).__module__.startswith(_EMPTIED) and hasattr(item, "__dict__"):
+                vars(item).clear()
+            del item
+            if len(dropped) % 64 == 0:
+                breathe()
 
 
-def _tensors(root: object) -> list[torch.Tensor]:
-    """The tensors reachable from ``root`` through objects, containers and modules, not through
-    classes, Python modules or functions (what every engine shares)."""
+def _reachable(root: object) -> list[object]:
+    """The objects reachable from ``root`` through objects, containers and modules, not through
+    classes, Python modules or functions (what every engine shares); tensors, not what they
+    hold."""
     seen: set[int] = set()
-    found: list[torch.Tensor] = []
+    found: list[object] = []
     stack = [root]
     while stack:
         item = stack.pop()
         if id(item) in seen or isinstance(item, _SHARED):
             continue
         seen.add(id(item))
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-            continue
-        stack.extend(gc.get_referents(item))
+        found.append(item)
+        if not isinstance(item, torch.Tensor):
+            stack.extend(gc.get_referents(item))
         if len(seen) % 256 == 0:
             breathe()
     return found
 
 
-#: What :func:`_tensors` does not walk through.
+#: The packages whose objects a replaced node held alone are emptied (their attributes
+#: dropped): bendserver's own and fx's (graph modules, graphs), which hold the cycles.
+_EMPTIED = ("bendserver.", "torch.fx.")
+#: What :func:`_reachable` does not walk through.
 _SHARED = (
     type,
     types.ModuleType,

@@ -181,7 +181,9 @@ def main() -> None:
         runs = [("workers 1", ["--workers", "1"])]
         runs.append((f"workers {args.workers}", ["--workers", str(args.workers)]))
         if args.ray:
-            runs.append((f"ray {args.workers} CPUs", ["--workers", str(args.workers), "--ray"]))
+            runs.append(
+                (f"ray {args.workers} CPUs", ["--workers", str(args.workers), "--ray", "local"])
+            )
         audio = args.files * args.seconds
         named = args.preset or "its own preset"
         print(f"{args.files} files of {args.seconds:g} s through {args.model} ({named})")

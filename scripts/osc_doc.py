@@ -54,7 +54,8 @@ NOTES = """
   reachable.
 - Every `/error` message is one line that says what to do. A failure that is not a refusal is
   a bug in bendserver: it answers `/error <address> internal error, a bug in bendserver: ...`,
-  the server logs that line (its traceback with `serve --debug`) and goes on serving.
+  the server logs that line (with its traceback the first time that error comes from that
+  address) and goes on serving.
 - `/get` reads what plays now: the value of the last change applied at a block boundary (a
   ramp's target once the ramp started), never one scheduled for later; `/scheduled` reads what
   is scheduled for later. `/preset/save` saves the state once every message sent for now has
@@ -115,14 +116,17 @@ OSC (coalesced, applied at the next block).
 
 ## Switching models
 
-`/model/load model [preset]` swaps in another model while the audio plays: a name, a model
-folder or an nn~ `.ts` file, with its own preset, the one named, or `none`. The server probes a
-model that is not shipped in a short-lived child process first (unless `serve --trust-model`),
-loads and warms it up on the control side, and crossfades to it over `serve --xfade-ms`
-([serve.md](serve.md#switching-models-live)). Queries are answered meanwhile; other messages
-wait and apply to the new model. A model that cannot play (no such file, a corrupt `.ts`, a
-crash, an error, the wrong shape, NaN, another rate or channel count) is answered with
-`/error /model/load <reason>` and the old model plays on.
+`/model/load model [preset]` swaps in another model while the audio plays: a name from the
+model folders or an nn~ `.ts` file (a model folder or `file.py:Class` elsewhere only from a
+folder given to `serve --allow-code-from`: [security.md](security.md)), with its own preset, the
+one named, or `none`. The server probes a model that is not shipped in a short-lived child
+process first (unless `serve --trust-model`), loads and warms it up on the control side, and
+crossfades to it over `serve --xfade-ms` ([serve.md](serve.md#switching-models-live)). Queries
+are answered meanwhile; other messages wait and apply to the new model; another load is refused
+until this one is answered, and loads begin at most one a second. A model that cannot play (no
+such file, a corrupt `.ts`, a crash, an exit, a hang, too much memory, an error, the wrong
+shape, NaN, another rate or channel count) is answered with `/error /model/load <reason>` and
+the old model plays on.
 
 In a rack of several nodes, `/node/<node>/load model [preset]` does the same for one node
 (`model`, `model.method` or `file.ts:method`): the node keeps its name, its place and its edges,
@@ -169,11 +173,15 @@ outside `127.0.0.0/8` and the networks given with `--allow CIDR` (e.g. `--allow
 hosts once, then says that the rest are only counted. Nothing a client sends grows the intake's
 memory without limit: its inbox holds at most 16 384 messages of at most a ring slot each (the
 intake measured 87 MiB with its inbox full of 4 000-byte messages, 15 MiB idle) and its caches
-4 096 addresses and 1 024 hosts. Preset names are plain names: a preset
-is read from the user's presets folder (`$BENDSERVER_HOME/presets`, by default
+4 096 addresses and 1 024 hosts. A datagram larger than a ring slot (4 032 bytes) is dropped,
+counted (`dropped_large`) and answered with `/error <address> a datagram of N bytes is larger
+than the 4032 bytes the server takes ...` (once a second per sending host). Preset names are
+plain names (not one Windows keeps for a device: `con`, `nul`, `aux`...): a preset is read from
+the user's presets folder (`$BENDSERVER_HOME/presets`, by default
 `~/.local/share/bendserver/presets`) or the shipped presets, and written only to the user's
-folder; the shipped presets are never written, and replacing a preset takes
-`/preset/save name 1`.
+folder; the shipped presets are never written, and replacing a preset takes `/preset/save name
+1`. What a server open to a network lets its clients do, and every bound on what it accepts:
+[security.md](security.md).
 """
 
 

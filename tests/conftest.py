@@ -1,6 +1,7 @@
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,30 @@ def kinds(tmp_path_factory):
     from nn_files import kinds_file
 
     return kinds_file(tmp_path_factory.mktemp("kinds"))
+
+
+class Counted:
+    """Counts the inputs a fuzz test tried and prints the rate (from its first input to its
+    last) when the test's module ends."""
+
+    def __init__(self, name):
+        self.name, self.count, self.started = name, 0, time.perf_counter()
+        self.last = self.started
+
+    def __call__(self):
+        self.count += 1
+        self.last = time.perf_counter()
+
+    def report(self):
+        seconds = self.last - self.started
+        print(f"{self.name}: {self.count} inputs in {seconds:.2f} s, {self.count / seconds:.0f}/s")
+
+
+@pytest.fixture(scope="module")
+def counters():
+    """``counters(name)()`` counts one input of the fuzz test ``name``; the rates are printed
+    when the module ends (``pytest -s`` shows them)."""
+    found = {}
+    yield lambda name: found.setdefault(name, Counted(name))
+    for counted in found.values():
+        counted.report()

@@ -173,6 +173,21 @@ def live_model() -> tuple[str, str]:
     return f"{Path(__file__).parent / 'streaming.py'}:CausalStack", "none"
 
 
+def demo_options(reply_port: int):
+    """Serve options of the page's tests: drive with its preset on the null backend, playing
+    its demo (the meters move), OSC on a port the OS chooses."""
+    from bendserver.serve import ServeOptions
+
+    return ServeOptions(
+        model="drive",
+        preset="drive",
+        audio="null",
+        input=str(ROOT / "models" / "drive" / "demo.flac"),
+        osc_port=0,
+        reply_port=reply_port,
+    )
+
+
 def load_messages(preset: str) -> list[tuple[str, float]]:
     """The messages the load generator cycles through: parameters of ``preset`` (the live
     model's), each message a different value (so each is a real change)."""

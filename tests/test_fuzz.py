@@ -108,18 +108,23 @@ def _places(node):
             yield from _places(value)
 
 
+def damaged(text: str, draw) -> bytes:
+    """``text`` as bytes, at times (two in five) cut short or with a byte changed."""
+    data = text.encode()
+    damage = draw(st.sampled_from(["none", "none", "none", "cut", "byte"]))
+    if damage == "cut" and data:
+        data = data[: draw(st.integers(0, len(data) - 1))]
+    if damage == "byte" and data:
+        at = draw(st.integers(0, len(data) - 1))
+        data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1 :]
+    return data
+
+
 @st.composite
 def preset_files(draw):
     """The bytes of a preset file: JSON of a preset-shaped object (NaN and Infinity as Python
     writes them), at times cut short or with a byte changed."""
-    text = json.dumps(draw(presets())).encode()
-    damage = draw(st.sampled_from(["none", "none", "none", "cut", "byte"]))
-    if damage == "cut" and text:
-        text = text[: draw(st.integers(0, len(text) - 1))]
-    if damage == "byte" and text:
-        at = draw(st.integers(0, len(text) - 1))
-        text = text[:at] + bytes([draw(st.integers(0, 255))]) + text[at + 1 :]
-    return text
+    return damaged(json.dumps(draw(presets())), draw)
 
 
 _ENGINES: dict[int, tb.StreamEngine] = {}

@@ -31,7 +31,7 @@ from bendserver.osc import (
     parse_datagram,
 )
 from bendserver.osc.access import checked_networks
-from bendserver.osc.intake import LOSSES
+from bendserver.osc.intake import LOSSES, read_too_large
 from bendserver.osc.packets import MAX_DEPTH
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -335,13 +335,15 @@ def test_the_intake_coalesces_a_fader_dump_and_keeps_the_last_value():
 
 def test_a_loss_is_counted_under_its_cause():
     """A datagram larger than a ring slot is lost as ``dropped_large``, not under another
-    cause, and what follows it still arrives."""
+    cause (what comes in its place says its size and address, for the /error its sender
+    gets), and what follows it still arrives."""
     receiver = intake()
     try:
         blob = build_msg("/preset/load", [b"x" * receiver.ring.capacity]).dgram
         send(receiver.port, blob, build_msg("/ping", []).dgram)
-        letters = taken(receiver, 1)
-        assert [OscMessage(letter.content).address for letter in letters] == ["/ping"]
+        large, ping = taken(receiver, 2)
+        assert read_too_large(large.content) == (len(blob), receiver.ring.capacity, "/preset/load")
+        assert OscMessage(ping.content).address == "/ping"
         counters = receiver.counters()
         assert {name: counters[name] for name in LOSSES} == {
             "dropped_full": 0, "dropped_large": 1, "dropped_kernel": 0

@@ -8,7 +8,6 @@ import inspect
 import math
 import os
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -30,28 +29,6 @@ FUZZ = settings(
 )
 BLOCK = 256
 ONES = np.ones((1, BLOCK), np.float32)
-
-
-class Counted:
-    """Counts the inputs a test tried and prints the rate when the test ends."""
-
-    def __init__(self, name):
-        self.name, self.count, self.started = name, 0, time.perf_counter()
-
-    def __call__(self):
-        self.count += 1
-
-    def report(self):
-        seconds = time.perf_counter() - self.started
-        print(f"{self.name}: {self.count} inputs in {seconds:.2f} s, {self.count / seconds:.0f}/s")
-
-
-@pytest.fixture(scope="module")
-def counters():
-    found = {}
-    yield lambda name: found.setdefault(name, Counted(name))
-    for counted in found.values():
-        counted.report()
 
 
 # -- the decoder -------------------------------------------------------------------------------

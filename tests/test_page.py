@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jack import ROOT, Replies, oscsend, send_python
+from jack import ROOT, Replies, demo_options, oscsend, send_python
 from pythonosc.osc_message_builder import build_msg
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
@@ -45,15 +45,8 @@ def replies():
 
 @pytest.fixture(scope="module")
 def server(replies):
-    options = ServeOptions(
-        model="drive",
-        preset="drive",
-        audio="null",
-        input=str(ROOT / "models" / "drive" / "demo.flac"),
-        osc_port=0,
-        reply_port=replies.port,
-        zeroconf=False,
-    )
+    options = demo_options(replies.port)
+    options.zeroconf = False
     with Server(options) as running:
         yield running
 

@@ -16,6 +16,7 @@ from crashing import crashing_model
 from jack import jack_server, oscsend, stats
 from streaming import CausalStack
 
+from bendserver import switching
 from bendserver.engine import StreamEngine
 from bendserver.engine.node import Node
 from bendserver.engine.rack import Edge, Rack
@@ -153,6 +154,12 @@ def test_a_swap_in_a_rack_keeps_the_other_nodes_and_realigns_its_branches():
 # -- /model/load on a live server ----------------------------------------------------------------
 
 
+@pytest.fixture
+def quick(monkeypatch):
+    """Loads back to back, as soon as each is answered (a server lets one begin a second)."""
+    monkeypatch.setattr(switching, "LOAD_INTERVAL", 0.0)
+
+
 def bad_models(folder):
     """Models ``/model/load`` must refuse, each with a word of the reason it gives."""
     truncated = folder / "truncated.ts"
@@ -181,7 +188,7 @@ def output_level(server: Server, seconds: float = 0.3) -> float:
     return float(np.sqrt(np.mean(out**2)))
 
 
-def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, replies):
+def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, replies, quick):
     """oscsend /model/load on a server playing drive through JACK's dummy driver at 256: each
     bad model is an /error naming the reason, drive plays on (output level checked) and the
     server answers; then wavae crossfades in: /model/loaded, at a block boundary, no xrun."""
@@ -191,6 +198,7 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
         options = ServeOptions(
             model="drive", preset="none", audio="jack", block=BLOCK, input=str(path),
             osc_port=0, oscquery_port=0, reply_port=replies.port, xfade_ms=FADE_MS,
+            allow_code_from=[str(tmp_path)],
         )  # fmt: skip
         with Server(options) as server:
             port = server.osc.port
@@ -211,6 +219,7 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
             assert "values that are not finite" in message and "blocks of the input" in message
             server.controller.switcher.trust = False
             before, drive = stats(port, replies), server.engine.node
+            weights = [*drive.model.module.parameters(), *drive.bended.weight_bank.slots.values()]
             oscsend(port, "/model/load", "s", "wavae")
             loaded = replies.wait_for("/model/loaded", timeout=30)
             time.sleep(0.3)
@@ -222,8 +231,8 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
     assert server.engine.swapped_at % BLOCK == 0 and list(server.engine.nodes) == ["wavae"]
     assert after["xruns"] - before["xruns"] == 0 and after["errors"] == 0
     assert output_level(server) > 0.01
-    weights = [*drive.model.module.parameters(), *drive.bended.weight_bank.slots.values()]
     assert weights and all(w.numel() == 0 for w in weights), "drive's memory was freed"
+    assert not vars(drive), "and its objects emptied: no reference cycle is left to collect"
 
 
 def test_the_controller_oscquery_and_the_page_follow_the_new_model(replies):
@@ -256,7 +265,7 @@ def test_the_controller_oscquery_and_the_page_follow_the_new_model(replies):
     assert namespace == {"latent", "mask", "add", "remove", "clear"}
 
 
-def test_a_node_of_a_served_rack_switches_live_under_jack(tmp_path, replies):
+def test_a_node_of_a_served_rack_switches_live_under_jack(tmp_path, replies, quick):
     """A rack of drive -> drive_2 played through JACK at 256: /node/drive_2/load wavae swaps
     the second node alone (the first keeps its gain, the names stay), without an xrun; a model
     that does not fit the node's place, an unknown node and /model/load on a rack are /errors."""

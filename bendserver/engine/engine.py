@@ -14,14 +14,15 @@ from typing import Any
 import torch
 
 from ..loader import LoadedModel
-from ..presets import Preset
+from ..presets import Preset, load_preset
 from .node import Node
 from .rack import Rack
 
 
 class StreamEngine(Rack):
     """Runs ``model.<method>`` on blocks of ``block`` audio frames (see :class:`Node` for the
-    arguments but ``fuse`` and ``ceiling``, the rack's output fuse).
+    arguments but ``fuse`` and ``ceiling``, the rack's output fuse). A rack's ``preset`` gives
+    the node the part saved under its name (a preset of other nodes is refused, naming them).
 
     ``process(block)`` takes and returns float32 arrays ``[channels, frames]``; every control
     method and attribute of the node (``set_param``, ``state``, ``model``, ``versions``, ...)
@@ -42,10 +43,16 @@ class StreamEngine(Rack):
         streams: int | None = None,
         cuda_graph: bool = True,
     ) -> None:
+        chosen = load_preset(preset) if isinstance(preset, (str, Path)) else preset
+        whole = chosen if chosen is not None and chosen.nodes else None  # a rack's preset
         node = Node(
-            model, method, block, sample_rate, device, preset, optimize, streams, cuda_graph
-        )
+            model, method, block, sample_rate, device, None if whole else chosen, optimize,
+            streams, cuda_graph,
+        )  # fmt: skip
         super().__init__({node.model.name: node}, None, fuse, ceiling)
+        if whole is not None:  # its part for this one node, by the node's name, or refused
+            self.load_parts(whole)
+            self.apply_due()
 
     @property
     def node(self) -> Node:

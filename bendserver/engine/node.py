@@ -711,6 +711,11 @@ class Node:
 
     def _checked(self, preset: str | Path | Preset) -> _CheckedPreset:
         preset = preset if isinstance(preset, Preset) else load_preset(preset)
+        if preset.nodes:  # its parts are nodes' own: a rack gives each its own
+            raise BendingError(
+                f"preset '{preset.name}' is a rack's (it sets nodes {', '.join(preset.nodes)}): "
+                "load it into a rack of those nodes, or give this node one model's preset"
+            )
         listed = preset.config.get("ops") if isinstance(preset.config, dict) else None
         check_op_count(len(listed) if isinstance(listed, dict) else 0, f"preset '{preset.name}'")
         config = BendingConfig.from_dict(preset.config)

@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 from ..errors import BendingError
 from .intake import AccessList, allowed_networks
 
-__all__ = ["AccessList", "checked_networks", "foreign_host", "foreign_origin", "local_names"]
+__all__ = [
+    "AccessList",
+    "checked_networks",
+    "foreign_host",
+    "foreign_origin",
+    "local_names",
+    "malformed_host",
+]
 
 
 def checked_networks(allow: Iterable[str]) -> list[str]:
@@ -42,11 +49,22 @@ def local_names() -> set[str]:
     return {"localhost", name, f"{name}.local"}
 
 
-def foreign_host(host: str | None, names: Iterable[str]) -> bool:
-    """True when a request's ``Host`` header names neither an address nor one of ``names``."""
-    hostname = urlsplit(f"//{host or ''}").hostname
-    if not hostname:
+def malformed_host(host: str | None) -> bool:
+    """True when a request's ``Host`` header cannot be read as a host and port (``[``)."""
+    try:
+        parts = urlsplit(f"//{host or ''}")
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError:
         return True
+    return not parts.hostname
+
+
+def foreign_host(host: str | None, names: Iterable[str]) -> bool:
+    """True when a request's ``Host`` header names neither an address nor one of ``names``
+    (or cannot be read: :func:`malformed_host`)."""
+    if malformed_host(host):
+        return True
+    hostname = urlsplit(f"//{host}").hostname
     try:
         ipaddress.ip_address(hostname)
         return False
@@ -59,5 +77,8 @@ def foreign_origin(origin: str | None, host: str | None) -> bool:
     no Origin (a client that is not a browser) is not foreign."""
     if origin is None:
         return False
-    parts = urlsplit(origin)
+    try:
+        parts = urlsplit(origin)
+    except ValueError:  # not a URL at all
+        return True
     return parts.scheme not in ("http", "https") or parts.netloc.lower() != (host or "").lower()

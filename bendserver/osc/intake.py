@@ -21,6 +21,7 @@ import collections
 import functools
 import gc
 import ipaddress
+import math
 import mmap
 import os
 import re
@@ -41,6 +42,10 @@ SO_RCVBUFFORCE = 33
 SO_TIMESTAMPNS = 35
 SO_RXQ_OVFL = 40
 MAX_DATAGRAM = 65536
+#: What the intake forwards in place of a datagram no ring slot holds, followed by its size,
+#: a slot's capacity and its address (not OSC: a client's datagram starting so is one too).
+TOO_LARGE = b"\x00too-large\x00"
+_TOO_LARGE = struct.Struct("<II")
 #: Denied hosts named in the log, one line each; past them, one line says the rest are only
 #: counted (a sender's address is the client's to choose: remembering each would let spoofed
 #: sources grow the intake without limit).
@@ -143,6 +148,24 @@ class Inbox:
 
     def __len__(self) -> int:
         return len(self._letters)
+
+
+def too_large(datagram: bytes, capacity: int) -> bytes:
+    """What the intake forwards for ``datagram``, larger than ``capacity``: its size and its
+    address (at most 200 bytes of it), so that the worker answers with an /error."""
+    end = datagram.find(b"\x00", 0, 200)
+    address = datagram[: end if end >= 0 else 200]
+    return TOO_LARGE + _TOO_LARGE.pack(len(datagram), capacity) + address
+
+
+def read_too_large(content: bytes) -> tuple[int, int, str] | None:
+    """The size, capacity and address a :func:`too_large` stand-in carries, or None for any
+    other datagram."""
+    head = len(TOO_LARGE) + _TOO_LARGE.size
+    if not content.startswith(TOO_LARGE) or len(content) < head:
+        return None
+    size, capacity = _TOO_LARGE.unpack_from(content, len(TOO_LARGE))
+    return size, capacity, content[head:].decode("ascii", "replace")
 
 
 def address_of(datagram: bytes) -> str | None:
@@ -279,6 +302,7 @@ class Intake:
         self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
         self.unpushed = 0  #: letters the ring refused (cannot happen after its room is checked)
         self._denied_hosts: set[str] = set()
+        self._large_told: dict[str, float] = {}  #: when each host was told of one too large
         self.running = True
 
     def run(self) -> None:
@@ -329,10 +353,23 @@ class Intake:
                 self._deny(host)
                 continue
             self.accepted += 1
-            if len(data) > capacity:
+            if len(data) > capacity:  # dropped, and its sender told (once a second at most)
                 self.too_large += 1
+                if self._tell_large(host):
+                    put(None, too_large(data, capacity), host, time.time())
                 continue
             put(address_of(data), data, host, ancillary)
+
+    def _tell_large(self, host: str) -> bool:
+        """Whether to tell ``host`` of a datagram too large now: once a second per host (a
+        flood of them must not fill the inbox), for the last :data:`DENIED_LOGGED` hosts."""
+        now = time.monotonic()
+        if now - self._large_told.get(host, -math.inf) < 1.0:
+            return False
+        if len(self._large_told) >= DENIED_LOGGED:
+            self._large_told.clear()
+        self._large_told[host] = now
+        return True
 
     def _deny(self, host: str) -> None:
         """Count a denied datagram; name its host in the log once (a flood must not flood the
@@ -439,8 +476,8 @@ def main(argv: list[str]) -> int:
     host, port, rcvbuf, ring_name, wake, pattern, *allow = argv
     try:
         sock = open_socket(host, int(port), int(rcvbuf))
-    except OSError as error:
-        print(f"error {error.strerror}", flush=True)
+    except (OSError, OverflowError) as error:  # a port taken, or none (70000)
+        print(f"error {getattr(error, 'strerror', None) or error}", flush=True)
         return 1
     coalescing = re.compile(pattern)
     ring = Ring(ring_name)

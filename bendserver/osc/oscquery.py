@@ -12,14 +12,16 @@ Every request comes from a host the OSC port would take, names this machine in `
 a browser, comes from this server's own pages (``Origin``): see :mod:`bendserver.osc.access`.
 It runs on an asyncio loop in a thread of its own, on the control side: it reads the engine's
 pending state (never the audio's) and waits for the compute gate as the control worker does.
-The service is advertised over zeroconf as ``_oscjson._tcp``; where multicast does not work
-that fails soft (one warning) and clients connect by address.
+The service is advertised over zeroconf as ``_oscjson._tcp`` on the interfaces OSC listens on
+(not at all for a server on loopback); where multicast does not work that fails soft (one
+warning) and clients connect by address.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import socket
@@ -30,9 +32,11 @@ from typing import TYPE_CHECKING, Any
 from ..audio.gate import ComputeGate
 from ..control import Controller
 from ..errors import BendingError
+from ..limits import HTTP_MAX_HEADERS, HTTP_MAX_LINE, PAGE_CLIENTS
 from ..threads import LoopThread
 from ..ui import Meters, page_files
-from .access import AccessList, foreign_host, foreign_origin, local_names
+from .access import AccessList, foreign_host, foreign_origin, local_names, malformed_host
+from .clients import Client
 from .intake import MAX_DATAGRAM
 from .namespace import Namespace, Node
 from .replies import encode
@@ -40,6 +44,7 @@ from .replies import encode
 if TYPE_CHECKING:
     import ifaddr
     from aiohttp import WSMsgType, web
+    from aiohttp.http_exceptions import HttpProcessingError
     from zeroconf import InterfaceChoice, ServiceInfo
     from zeroconf.asyncio import AsyncZeroconf
 
@@ -73,6 +78,8 @@ EXTENSIONS = {
 _WILDCARDS = ("", "0.0.0.0", "::")
 #: Meter snapshots a second, to each client that asked for them.
 METER_RATE = 15.0
+#: Malformed requests named in the log, one line each; past them they are only counted.
+MALFORMED_LOGGED = 64
 
 
 class OscQueryService(LoopThread):
@@ -99,7 +106,10 @@ class OscQueryService(LoopThread):
         self._access, self._names = AccessList(allow), local_names()
         self._submit, self._meters = submit, meters
         self._page = page_files()
-        self.host, self.osc_port, self.name, self.advertise = host, osc_port, name, advertise
+        self.host, self.osc_port, self.name = host, osc_port, name
+        #: Whether the service is advertised: only where OSC listens, so never for a server on
+        #: loopback (multicast DNS would answer every network of the machine).
+        self.advertise = advertise and not _loopback(host)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         try:
             self._socket = socket.create_server((host, port), family=family)
@@ -110,10 +120,9 @@ class OscQueryService(LoopThread):
             ) from None
         self.port: int = self._socket.getsockname()[1]
         #: Whether zeroconf advertises the service: None until known (registering takes ~2 s).
-        self.advertised: bool | None = None
+        self.advertised: bool | None = None if self.advertise else False
         self._admission = gate.admission() if gate is not None else None
-        self._listeners: dict[web.WebSocketResponse, dict[str, list[Any] | None]] = {}
-        self._metered: set[web.WebSocketResponse] = set()  # clients that asked for meters
+        self._clients: list[Client] = []  #: the WebSocket clients, each with its own queue
         self._next_meters = 0.0
         self._seen: tuple | None = None  # the engine states last looked at
         self._paths: set[str] = set()  # the nodes of that state
@@ -166,23 +175,32 @@ class OscQueryService(LoopThread):
         app.router.add_get("/ui", self._page_file)
         app.router.add_get("/ui/{name:.*}", self._page_file)
         app.router.add_get("/{path:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            logger=_OneLine(),
+            max_line_size=HTTP_MAX_LINE,
+            max_field_size=HTTP_MAX_LINE,
+            max_headers=HTTP_MAX_HEADERS,
+        )
         await runner.setup()
         await web.SockSite(runner, self._socket).start()
         advertising = asyncio.create_task(self._advertise()) if self.advertise else None
         self._loop, self._woken = asyncio.get_running_loop(), asyncio.Event()
         try:
             while not self._stop.is_set():
-                if self._listeners:
+                if self._clients:
                     await asyncio.sleep(POLL)
-                    await self._push_changes()
-                    await self._push_meters()
+                    self._push_changes()
+                    self._push_meters()
                 else:  # asleep until a client listens, or stop()
                     await self._woken.wait()
                     self._woken.clear()
         finally:
-            for client in list(self._listeners):
-                await client.close()
+            for client in list(self._clients):  # at once: a client may never read a goodbye
+                client.close()
+                await client.ended()
             if advertising is not None:
                 advertising.cancel()
                 await asyncio.gather(advertising, return_exceptions=True)
@@ -196,31 +214,35 @@ class OscQueryService(LoopThread):
     # -- HTTP --------------------------------------------------------------------------------
 
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """Refuse a request from a host not allowed, for another name, or from another site."""
+        """Refuse a request from a host not allowed, for another name, or from another site
+        (403), or whose Host cannot be read (400)."""
         refusal = self._refusal(request)
         if refusal is not None:
-            log.debug("OSCQuery refused a request: %s", refusal)
-            return web.Response(status=403, text=refusal)
+            status, text = refusal
+            log.debug("OSCQuery refused a request: %s", text)
+            return web.Response(status=status, text=text)
         return await handler(request)
 
     _guard.__middleware_version__ = 1  # as aiohttp's web.middleware marks it (not imported yet)
 
-    def _refusal(self, request: web.Request) -> str | None:
-        """Why ``request`` is refused (None: it is not)."""
+    def _refusal(self, request: web.Request) -> tuple[int, str] | None:
+        """The status and reason ``request`` is refused with (None: it is not)."""
         peer, host = request.remote or "", request.headers.get("Host")
         origin = request.headers.get("Origin")
         if not self._access.allows(peer):
-            return (
+            return 403, (
                 f"{peer} may not connect: only loopback and the networks given to serve's "
                 "--allow may"
             )
+        if malformed_host(host):
+            return 400, f"a Host header of {host!r:.100} names no host: open {self.url}/ui"
         if foreign_host(host, self._names):
-            return (
+            return 403, (
                 f"{host!r} does not name this machine: open {self.url}/ui (or this machine's "
                 "name or address)"
             )
         if foreign_origin(origin, host):
-            return f"a page from {origin} may not use this server: open {self.url}/ui"
+            return 403, f"a page from {origin:.200} may not use this server: open {self.url}/ui"
         return None
 
     async def _page_file(self, request: web.Request) -> web.Response:
@@ -255,45 +277,45 @@ class OscQueryService(LoopThread):
 
     # -- WebSocket: LISTEN, IGNORE, path changes ---------------------------------------------
 
-    async def _websocket(self, request: web.Request) -> web.WebSocketResponse:
-        client = web.WebSocketResponse(max_msg_size=MAX_DATAGRAM)
-        await client.prepare(request)
-        if not self._listeners:  # nobody followed the paths until now
+    async def _websocket(self, request: web.Request) -> web.StreamResponse:
+        if len(self._clients) >= PAGE_CLIENTS:
+            return web.Response(status=503, text=f"{PAGE_CLIENTS} clients are connected already")
+        socket = web.WebSocketResponse(max_msg_size=MAX_DATAGRAM)
+        await socket.prepare(request)
+        if not self._clients:  # nobody followed the paths until now
             self._seen, self._paths = None, _nodes(self.namespace.methods())
-        listening: dict[str, list[Any] | None] = {}
-        self._listeners[client] = listening
+        client = Client(socket, request)
+        self._clients.append(client)
         if self._woken is not None:
             self._woken.set()
         try:
-            async for message in client:
+            async for message in socket:
                 if message.type == WSMsgType.TEXT:
-                    self._command(client, listening, message.data)
+                    self._command(client, message.data)
                 elif message.type == WSMsgType.BINARY and self._submit is not None:
                     self._submit(message.data, request.remote or "")
         finally:
-            self._listeners.pop(client, None)
-            self._metered.discard(client)
-        return client
+            client.close()
+            self._clients.remove(client)
+        return socket
 
-    def _command(
-        self, client: web.WebSocketResponse, listening: dict[str, list[Any] | None], text: str
-    ) -> None:
+    def _command(self, client: Client, text: str) -> None:
         try:
             command = json.loads(text)
             name, path = command["COMMAND"], str(command["DATA"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             log.debug("OSCQuery: ignored a WebSocket message %r", text[:200])
             return
         if name == "LISTEN":
             self._wait_gate()
-            listening[path] = self.namespace.value(path)
+            client.listen(path, self.namespace.value(path))
         elif name == "IGNORE":
-            listening.pop(path, None)
+            client.listening.pop(path, None)
         elif name == "METERS" and self._meters is not None:
-            (self._metered.add if path == "on" else self._metered.discard)(client)
+            client.metered = path == "on"
 
-    async def _push_changes(self) -> None:
-        """Send each client the values it listens to that changed, and the paths added or
+    def _push_changes(self) -> None:
+        """Queue for each client the values it listens to that changed, and the paths added or
         removed, once per change of the engine's pending state (paths) or of what plays
         (values: those of ``/get``)."""
         states = self.namespace.states()
@@ -313,27 +335,26 @@ class OscQueryService(LoopThread):
         texts += [
             json.dumps({"COMMAND": "PATH_ADDED", "DATA": self.namespace.node(p)}) for p in added
         ]
-        for client, listening in list(self._listeners.items()):
-            with contextlib.suppress(ConnectionError):
-                for text in texts:
-                    await client.send_str(text)
-                for path, last in listening.items():
-                    value = self.namespace.value(path)
-                    if value is not None and value != last:
-                        listening[path] = value
-                        await client.send_bytes(encode(path, value))
+        for client in list(self._clients):
+            for text in texts:
+                client.send(text)
+            for path, last in client.listening.items():
+                value = self.namespace.value(path)
+                if value is not None and value != last:
+                    client.listening[path] = value
+                    client.send(encode(path, value))
 
-    async def _push_meters(self) -> None:
-        """Send the meters to the clients that asked, :data:`METER_RATE` times a second."""
+    def _push_meters(self) -> None:
+        """Queue the meters for the clients that asked, :data:`METER_RATE` times a second."""
         now = time.monotonic()
-        if not self._metered or self._meters is None or now < self._next_meters:
+        metered = [client for client in self._clients if client.metered]
+        if not metered or self._meters is None or now < self._next_meters:
             return
         self._next_meters = max(self._next_meters + 1 / METER_RATE, now)
         self._wait_gate()
         text = json.dumps({"COMMAND": "METERS", "DATA": self._meters.snapshot()})
-        for client in list(self._metered):
-            with contextlib.suppress(ConnectionError):
-                await client.send_str(text)
+        for client in metered:
+            client.send_meters(text)
 
     # -- zeroconf ----------------------------------------------------------------------------
 
@@ -373,11 +394,42 @@ def _import_libraries() -> None:
     """aiohttp, zeroconf and ifaddr, imported by the service's thread as it starts: importing
     them took a fifth of torch's import, which a server's start no longer waits for (it answers
     OSC meanwhile)."""
-    global ifaddr, WSMsgType, web, InterfaceChoice, ServiceInfo, AsyncZeroconf
+    global ifaddr, WSMsgType, web, HttpProcessingError, InterfaceChoice, ServiceInfo
+    global AsyncZeroconf
     import ifaddr
     from aiohttp import WSMsgType, web
+    from aiohttp.http_exceptions import HttpProcessingError
     from zeroconf import InterfaceChoice, ServiceInfo
     from zeroconf.asyncio import AsyncZeroconf
+
+
+class _OneLine(logging.LoggerAdapter):
+    """aiohttp's logger for the requests it cannot parse (a URL or header too long, too many
+    headers, bytes that are no HTTP): one line each, no traceback, the first
+    :data:`MALFORMED_LOGGED` only (any host may send them, before the access check); a failure
+    of the service itself keeps its traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("bendserver.oscquery"), {})
+        self.malformed = 0  #: requests answered 400 before the service saw them
+
+    def log(self, level: int, message: object, *args: Any, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info")
+        if not isinstance(error, HttpProcessingError):
+            self.logger.log(level, message, *args, **kwargs)
+            return
+        self.malformed += 1
+        if self.malformed <= MALFORMED_LOGGED:
+            more = "; more are only counted" if self.malformed == MALFORMED_LOGGED else ""
+            reason = " ".join(str(error.message or type(error).__name__).split())
+            self.logger.log(
+                min(level, logging.WARNING),  # bytes that are no HTTP: aiohttp's debug line
+                "OSCQuery answered a malformed request from %s with %d: %.200s%s",
+                args[0] if args else "?",
+                error.code,
+                reason,
+                more,
+            )
 
 
 def _nodes(methods: dict[str, Any]) -> set[str]:
@@ -387,6 +439,16 @@ def _nodes(methods: dict[str, Any]) -> set[str]:
         parts = path.strip("/").split("/")
         found.update("/" + "/".join(parts[: depth + 1]) for depth in range(len(parts)))
     return found
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _local_addresses() -> list[str]:

@@ -9,8 +9,9 @@ immediate or past timetag applies at the next block. A message for later waits i
 controller's schedule (per sender's host) and is prepared here shortly before it is due.
 
 A long change (a preset of thousands of ops) is prepared in slices (:mod:`bendserver.slices`):
-between two, queries that arrived meanwhile are answered, changes are held to follow it in
-order, the audio gets the interpreter, and a stop ends it. Meanwhile the collector runs only its
+between two, queries that arrived meanwhile are answered (and a load while a load runs is
+refused), changes are held to follow it in order, the audio gets the interpreter, and a stop
+ends it. Meanwhile the collector runs only its
 young generations (a full pass walks every object alive holding the interpreter: 0.25-0.3 s
 with 4 000 ops loaded, measured), and what the change made is then set aside for good
 (``gc.freeze``, as the server does with what it loaded at start).
@@ -37,7 +38,7 @@ from ..control import Controller, coalescing_pattern
 from ..errors import BendingError, describe, is_bug
 from ..slices import sliced
 from ..threads import LoopThread
-from .intake import Inbox, Letter, address_of
+from .intake import Inbox, Letter, address_of, read_too_large
 from .packets import Incoming, MalformedPacket, parse_datagram
 from .replies import ReplySender
 
@@ -98,6 +99,7 @@ class ControlWorker(LoopThread):
         self._held: collections.deque[tuple[Incoming, str]] = collections.deque()
         self._long = False  #: a change runs in slices, the collector's full passes held
         self._logged: set[str] = set()  #: addresses whose local errors were logged
+        self._bugs: set[tuple[str, str]] = set()  #: (address, error type) logged with a traceback
         super().__init__("osc-control")
 
     # -- an in-process inbox, for tools and tests ---------------------------------------------
@@ -134,20 +136,28 @@ class ControlWorker(LoopThread):
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for item in self.controller.due():
-                self._pace()
-                self._answer(item.client, item.address, lambda i=item: self.controller.apply(i))
-            if self._held:
-                message, host = self._held.popleft()
-                self._pace()
-                self._handle(message, host)
-                continue
-            letter = self._take(self._wait())
-            if letter is None:
-                continue
-            for message in self._messages(letter):
-                self._pace()
-                self._handle(message, letter.host)
+            try:
+                self._turn()
+            except Exception as error:  # a bug between two messages: said once, the worker goes on
+                self._log_bug("the control worker", error)
+                time.sleep(0.01)  # a failure that repeats at once does not spin
+
+    def _turn(self) -> None:
+        """One turn of the loop: the scheduled messages due, then one held or received."""
+        for item in self.controller.due():
+            self._pace()
+            self._answer(item.client, item.address, lambda i=item: self.controller.apply(i))
+        if self._held:
+            message, host = self._held.popleft()
+            self._pace()
+            self._handle(message, host)
+            return
+        letter = self._take(self._wait())
+        if letter is None:
+            return
+        for message in self._messages(letter):
+            self._pace()
+            self._handle(message, letter.host)
 
     def _wait(self) -> float:
         """How long to wait for a message: until the next scheduled one is due, at most 0.2 s."""
@@ -158,6 +168,17 @@ class ControlWorker(LoopThread):
         """The messages of a letter; a malformed packet is answered and counted."""
         if isinstance(letter.content, Incoming):
             yield letter.content
+            return
+        large = read_too_large(letter.content)
+        if large is not None:
+            size, capacity, address = large
+            self.errors += 1
+            self.replies.send(
+                letter.host,
+                "/error",
+                [address, f"a datagram of {size} bytes is larger than the {capacity} bytes the "
+                 "server takes: send fewer or shorter arguments"],
+            )  # fmt: skip
             return
         try:
             messages = parse_datagram(letter.content)
@@ -178,15 +199,17 @@ class ControlWorker(LoopThread):
 
     def _answer(self, host: str, address: str, call: Callable[[], list]) -> None:
         """Run ``call`` (a long one in slices) and send its replies to ``host``, or its error:
-        a bad message or a bug is answered, and the server runs on."""
+        a bad message or a bug (in the change, or in its replies) is answered, and the server
+        runs on. A model's code ending its thread (``sys.exit``) is an error like another."""
         try:
             with self._slices():
                 replies = call()
-        except Exception as error:
+            for reply, args in replies if host != LOCAL else ():
+                self.replies.send(host, reply, args)
+        except (Exception, SystemExit) as error:
             self.errors += 1
-            if is_bug(error):  # the traceback with serve --debug
-                log.error("%s: %s", address, describe(error))
-                log.debug("%s failed", address, exc_info=True)
+            if is_bug(error):
+                self._log_bug(address, error)
             if host != LOCAL:
                 self.replies.send(host, "/error", [address, describe(error)])
             elif address not in self._logged and len(self._logged) < LOCAL_LOGGED:
@@ -194,8 +217,15 @@ class ControlWorker(LoopThread):
                 log.warning("%s (from an in-process source): %s", address, describe(error))
             return
         self.handled += 1
-        for reply, args in replies if host != LOCAL else ():
-            self.replies.send(host, reply, args)
+
+    def _log_bug(self, where: str, error: BaseException) -> None:
+        """Log a bug in one line; its traceback the first time this kind of error comes from
+        ``where`` (a bug that repeats with every message must not flood the log)."""
+        kind = (where, type(error).__name__)
+        first = kind not in self._bugs and len(self._bugs) < LOCAL_LOGGED
+        if first:
+            self._bugs.add(kind)
+        log.error("%s: %s", where, describe(error), exc_info=error if first else None)
 
     @contextlib.contextmanager
     def _slices(self) -> Iterator[None]:
@@ -227,7 +257,8 @@ class ControlWorker(LoopThread):
             young_collections()
         while (letter := self._take(0)) is not None:
             for message in self._messages(letter):
-                if self.controller.is_query(message.address):
+                address = message.address
+                if self.controller.is_query(address) or self.controller.refused_now(address):
                     self._handle(message, letter.host)
                 else:
                     self._held.append((message, letter.host))

@@ -87,6 +87,10 @@ class ScriptedRuns(nn.Module):
     """The tensors a graph's runs read (``t``), the very objects the graph module holds; the
     runs are methods TorchScript defines on the scripted module (see :func:`scripted_runs`)."""
 
+    #: ``t`` typed for TorchScript, which infers no type from an empty list (a graph whose runs
+    #: read no tensor); an object, not the string ``from __future__`` makes of an annotation.
+    __annotations__ = {"t": list[torch.Tensor]}
+
     def __init__(self, t: list[torch.Tensor]) -> None:
         super().__init__()
         self.t = t

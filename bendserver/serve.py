@@ -169,7 +169,9 @@ class Server:
         self.clock = AudioClock(engine.sample_rate)
         ring = self.mode == "ring"
         # The ring's callback needs no GIL: the gate only keeps control work out of a compute.
-        self.gate = ComputeGate(None if ring else self.clock)
+        self.gate = ComputeGate(
+            None if ring else self.clock, period=self.device_block / engine.sample_rate
+        )
         if self.frames is not None:
             self.frames.use_gate(self.gate)
         self.processor: Any = None

@@ -436,6 +436,16 @@ def test_gate_holds_control_threads_off_the_audio():
     assert gate.wait_open(0.001)
 
 
+def test_the_gate_opens_between_small_blocks():
+    """At 64 frames (1.3 ms a block) the guard is a quarter of the period: with 1 ms, a block
+    computed in 0.4 ms left no gap, and every message waited its admission's whole timeout."""
+    clock = AudioClock(48000)
+    gate = ComputeGate(clock, guard=0.001, period=64 / 48000)
+    assert gate.guard == pytest.approx(64 / 48000 / 4)
+    clock.mark(0, time.time() - 0.0006, 64)  # computed in 0.6 ms; the next is 0.73 ms away
+    assert gate.wait_open(0), "a gap before the next small block"
+
+
 def test_the_ring_never_looks_full_while_its_reader_advances():
     """The reader process stores its count while the writer reads it: a count seen half
     written (struct's pack_into zero-fills before it writes) made the writer find a ring full

@@ -15,7 +15,9 @@ frames: p50 3.7 ms, max 6.8 ms), which is what keeping the callback on time cost
 frames and 1000 messages a second, letting the first messages of each block through right
 before a callback gave 38 xruns in 20 s, waiting for the gap 1 (measured with
 ``bendserver stress``). An :class:`Admission` can still let ``free_per_block`` messages
-through once the compute is done.
+through once the compute is done. The guard is at most a quarter of the block period: at 64
+frames (1.3 ms) a whole millisecond left no gap once a block was computed, and every message
+waited out its admission's timeout (20 messages a second).
 """
 
 from __future__ import annotations
@@ -36,9 +38,13 @@ class Clock(Protocol):
 class ComputeGate:
     """Closed while a block is computed and just before a callback is due; open otherwise."""
 
-    def __init__(self, clock: Clock | None = None, guard: float = 0.001) -> None:
+    def __init__(
+        self, clock: Clock | None = None, guard: float = 0.001, period: float | None = None
+    ) -> None:
         self.clock = clock
-        self.guard = guard
+        #: Seconds before a callback when no control work starts, at most a quarter of the
+        #: block ``period`` (seconds) where it is given.
+        self.guard = guard if period is None else min(guard, period / 4)
         self._open = threading.Event()
         self._open.set()
         self.blocks = 0  #: blocks computed so far

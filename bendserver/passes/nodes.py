@@ -116,10 +116,10 @@ def copy_meta(source: torch.fx.Node, node: torch.fx.Node) -> torch.fx.Node:
 
 
 def add_buffer(gm: torch.fx.GraphModule, prefix: str, tensor: torch.Tensor) -> str:
-    """Register ``tensor`` on ``gm`` under a new name starting with ``prefix``; return it."""
-    taken = {name for name, _ in gm.named_buffers()}
+    """Register ``tensor`` on ``gm`` under a new name starting with ``prefix``; return it (a name
+    looked up, not every buffer listed: a pass adding hundreds spent seconds listing them)."""
     index = 0
-    while f"{prefix}{index}" in taken:
+    while hasattr(gm, f"{prefix}{index}"):
         index += 1
     gm.register_buffer(f"{prefix}{index}", tensor, persistent=False)
     return f"{prefix}{index}"

@@ -445,16 +445,40 @@ def run_jobs(
         results = _in_pool(recipe, plan, workers)
     try:
         for result in results:
-            if ray_address is None:
-                commit(pending(result.target), result.target)
-            plan.manifest.plan = result.plan
-            if record:
-                plan.manifest.record(Path(result.target), plan.made[result.target])
-            done(result)
+            with _signals_held():  # a file put in place is recorded with it
+                if ray_address is None:
+                    commit(pending(result.target), result.target)
+                plan.manifest.plan = result.plan
+                if record:
+                    plan.manifest.record(Path(result.target), plan.made[result.target])
+                done(result)
     finally:
         results.close()  # the workers stopped: nothing more is written
         for job in plan.jobs:
             discard(pending(job.target))
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back until the block ends, then handled as they would have
+    been (in the main thread; elsewhere nothing is held: only it receives them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[tuple[int, Any]] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    handlers = {n: signal.signal(n, lambda *received: caught.append(received)) for n in held}
+    try:
+        yield
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        for number, frame in caught[:1]:
+            handler = handlers[number]
+            if callable(handler):
+                handler(number, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(number)
 
 
 def _here(recipe: Recipe, plan: Plan) -> Iterator[Done]:

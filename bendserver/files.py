@@ -88,13 +88,13 @@ def writing(path: str | os.PathLike) -> Iterator[Path]:
     temp = temporary_beside(path)
     try:
         yield temp
+        commit(temp, path)  # a stop while it flushes leaves no temporary file either
     except OSError as error:
         discard(temp)
         raise _cannot_write(path, error) from None
     except BaseException:
         discard(temp)
         raise
-    commit(temp, path)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

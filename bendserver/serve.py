@@ -69,6 +69,8 @@ OSCQUERY_OFFSET = 10
 #: The interpreter's thread switch interval while serving: the audio callback needs the GIL, and
 #: Python's default (5 ms) is longer than a 256-frame block at 48 kHz.
 SWITCH_INTERVAL = 0.0005
+#: Seconds a server waits for the stream's first block before OSC starts (and answers /ping).
+FIRST_BLOCK_SECONDS = 2.0
 
 
 @dataclass
@@ -326,11 +328,19 @@ class Server:
         self.reporter.start()
         self.running = True
 
-    def _first_block(self, timeout: float = 2.0) -> None:
-        """Wait until the stream has computed a block (at most ``timeout`` seconds), so that
-        OSC, which starts next, answers ``/ping`` once the model plays."""
-        deadline = time.monotonic() + timeout
-        while self.engine.stats.blocks == 0 and time.monotonic() < deadline:
+    def _first_block(self) -> None:
+        """Wait until the stream has computed a block, so that OSC, which starts next, answers
+        ``/ping`` once the model plays; past :data:`FIRST_BLOCK_SECONDS` a log line says that
+        it answers before."""
+        deadline = time.monotonic() + FIRST_BLOCK_SECONDS
+        while self.engine.stats.blocks == 0:
+            if time.monotonic() > deadline:
+                log.warning(
+                    "the stream computed no block within %g s of its start: OSC answers "
+                    "before the model plays",
+                    FIRST_BLOCK_SECONDS,
+                )
+                return
             time.sleep(0.001)
 
     def stop(self) -> None:

@@ -222,6 +222,28 @@ def test_an_interrupted_render_resumes_with_only_the_missing_files(tmp_path, cap
     assert all(resumed[n] == whole[n] for n in whole if n != MANIFEST)
 
 
+def test_a_file_put_in_place_as_the_run_is_interrupted_is_recorded(tmp_path, monkeypatch):
+    """The finding (the test above failed one run in four): Ctrl-C right after a file was put
+    in place, before the manifest recorded it, left the file unrecorded. Now Ctrl-C waits
+    until both are done."""
+    from bendserver import batch
+
+    put = batch.commit
+
+    def interrupted(temp, path):
+        put(temp, path)
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C as the file lands
+
+    monkeypatch.setattr(batch, "commit", interrupted)
+    source, out = _folder(tmp_path / "in", 2, seconds=0.2), tmp_path / "out"
+    model = f"{Path(__file__).parent / 'streaming.py'}:Identity"
+    argv = ["render", str(source), "-m", model, "--trust-model", "--block", "1024", "-o", str(out)]
+    assert main(argv) == 130
+    written = sorted(p.name for p in out.iterdir() if p.name != MANIFEST)
+    recorded = sorted(json.loads((out / MANIFEST).read_text())["files"])
+    assert len(written) == 1 and written == recorded
+
+
 def test_ray_actors_write_the_bytes_of_a_sequential_render(tmp_path):
     """On a local Ray cluster of 2 CPUs: the driver sends the inputs and writes the outputs."""
     ray = pytest.importorskip("ray")

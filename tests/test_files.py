@@ -133,6 +133,19 @@ def test_no_write_follows_a_symbolic_link_at_its_place(tmp_path):
     ], "no temporary file left"
 
 
+def test_a_stop_while_a_file_is_put_in_place_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """The finding: an interrupted render left '..f0.bendserver-pending.<hex>.partial.wav'
+    (a stop while the complete file was flushed to the disk, before its rename)."""
+
+    def stopped(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        write_text(tmp_path / "a.txt", "x")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_output_that_is_another_input_is_refused(tmp_path, capsys):
     (tmp_path / "src").mkdir()
     (tmp_path / "out").mkdir()

@@ -220,6 +220,37 @@ def test_server_in_threaded_mode_reports_its_latency_and_plays(tmp_path):
     assert sf.info(str(tmp_path / "t.wav")).duration > 0.4
 
 
+@pytest.mark.parametrize("wait", [2.0, 0.05])
+def test_osc_answers_once_the_model_plays_or_the_log_says_it_does_not_yet(
+    wait, monkeypatch, caplog
+):
+    """The finding: the first /pong could come before the model played. A stream whose first
+    block comes 0.5 s late: OSC starts once it is computed; one later than the server waits
+    for is named in the log."""
+    from bendserver import serve
+    from bendserver.audio.backends import NullBackend
+
+    run = NullBackend._run
+
+    def late(self):
+        time.sleep(0.5)
+        run(self)
+
+    monkeypatch.setattr(NullBackend, "_run", late)
+    monkeypatch.setattr(serve, "FIRST_BLOCK_SECONDS", wait)
+    options = ServeOptions(audio="null", osc_port=0, oscquery_port=0)
+    with Server(options, engine=tb.StreamEngine(CausalStack(), block=BLOCK)) as server:
+        played = server.engine.stats.blocks
+    said = [r.getMessage() for r in caplog.records if "computed no block" in r.getMessage()]
+    if wait > 0.5:
+        assert played >= 1 and not said
+    else:
+        assert played == 0 and said == [
+            "the stream computed no block within 0.05 s of its start: OSC answers before the "
+            "model plays"
+        ]
+
+
 def test_a_server_that_cannot_start_leaves_no_recording(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["serve", "-m", MODEL, "--osc-port", "0", "--audio", "no-such-card"]

@@ -27,7 +27,6 @@ from typing import Any
 import torch
 import torch.fx
 import torch.nn.functional as F
-from torch import nn
 
 from .. import compat
 from ..slices import breathe
@@ -67,7 +66,6 @@ SHORTEST = 8
 #: interpreter from the live audio, so a long run is compiled as several methods (the audio
 #: getting its turns between them) and a method calling them in turn.
 PIECE = 40
-_COUNT = itertools.count()
 
 
 class _Unsupported(Exception):
@@ -81,22 +79,6 @@ class _Crossing(_Unsupported):
     def __init__(self, node: torch.fx.Node) -> None:
         super().__init__(f"{node.name} reads or makes a value that is not a tensor")
         self.node = node
-
-
-class ScriptedRuns(nn.Module):
-    """The tensors a graph's runs read (``t``), the very objects the graph module holds; the
-    runs are methods TorchScript defines on the scripted module (see :func:`scripted_runs`)."""
-
-    #: ``t`` typed for TorchScript, which infers no type from an empty list (a graph whose runs
-    #: read no tensor); an object, not the string ``from __future__`` makes of an annotation.
-    __annotations__ = {"t": list[torch.Tensor]}
-
-    def __init__(self, t: list[torch.Tensor]) -> None:
-        super().__init__()
-        self.t = t
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x
 
 
 class _Tensors:
@@ -329,12 +311,13 @@ def scripted_runs(gm: torch.fx.GraphModule) -> bool:
             refused.add(crossing.node)
     if not runs:
         return False
-    kind = type(f"ScriptedRuns{next(_COUNT)}", (ScriptedRuns,), {})  # methods are per class
-    holder = _compiled(kind(tensors.list), [s for run in runs for s in run.sources])
+    holder = compat.script_holder(
+        tensors.list, [s for run in runs for s in run.sources], _NAMES.get, breathe
+    )
     results: dict[torch.fx.Node, torch.fx.Node] = {}  # a run's outputs, as later runs read them
     for run in runs:
         _played(gm, run, getattr(holder, run.name), results)
-    _first_calls(kind([torch.empty_like(t) for t in tensors.list]), runs)
+    _first_calls(holder, tensors.list, runs)
     return True
 
 
@@ -351,22 +334,14 @@ def _playable(gm: torch.fx.GraphModule, node: torch.fx.Node) -> bool:
     return True
 
 
-def _compiled(module: ScriptedRuns, sources: list[str]) -> torch.jit.ScriptModule:
-    """``module`` scripted, with each of ``sources`` compiled on it (the live audio getting
-    its turns in between)."""
-    holder = torch.jit.script(module)
-    for source in sources:
-        breathe()
-        compat.define_script_method(holder, source, _NAMES.get)
-    return holder
-
-
-def _first_calls(module: ScriptedRuns, runs: list[_Run]) -> None:
+def _first_calls(
+    holder: torch.jit.ScriptModule, played: list[torch.Tensor], runs: list[_Run]
+) -> None:
     """Make each run's plan (its first call's work: a few milliseconds for a big run) by
-    calling it once on ``module``, of the class that holds the runs but holding uninitialised
-    tensors: what plays is never written, nor torch's random stream, and its first block on
-    the audio thread plays at once."""
-    dry = torch.jit.script(module)
+    calling it once while ``holder`` holds uninitialised tensors in place of ``played`` (the
+    graph's, put back after): what plays is never written, nor torch's random stream, and its
+    first block on the audio thread plays at once."""
+    holder.t = [torch.empty_like(t) for t in played]
     drawn = torch.random.get_rng_state()  # a run may draw (a RAVE encoder's latent noise)
     for run in runs:
         breathe()
@@ -375,8 +350,9 @@ def _first_calls(module: ScriptedRuns, runs: list[_Run]) -> None:
             for n in run.writer.inputs
         ]
         with torch.inference_mode(), contextlib.suppress(Exception):  # guards refuse garbage
-            play(getattr(dry, run.name), *inputs)
+            play(getattr(holder, run.name), *inputs)
     torch.random.set_rng_state(drawn)  # the stream a seeded render plays is left as it was
+    holder.t = played
 
 
 def play(run: Callable[..., Any], *inputs: torch.Tensor) -> Any:

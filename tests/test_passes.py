@@ -188,13 +188,17 @@ def own_forms(tmp_path, monkeypatch):
 
 
 def test_drive_is_rewritten_as_the_passes_say(own_forms, monkeypatch):
+    """The dilated sag filter takes the form its timing chose (a third of a convolution's time
+    on a quiet machine; chosen here, as a busy machine may find no form faster)."""
     monkeypatch.setattr(pipeline, "PASSES", PYTHON_PASSES)
-    engine = tb.StreamEngine("drive", block=256, preset="drive")  # its forms timed here
+    dilated = lambda x, weight, bias, dilation, *rest: tap_sum_conv1d if dilation > 1 else None
+    monkeypatch.setattr(convolution, "_measured", dilated)
+    engine = tb.StreamEngine("drive", block=256, preset="drive")
     nodes = list(engine._forward.__self__.graph.nodes)
     assert not [n for n in nodes if n.op == "call_module"], "every module called directly"
     assert not [n for n in nodes if n.op == "get_attr" and "." in n.target]
     rewritten = [n for n in nodes if n.target in (strided_conv1d, tap_sum_conv1d, row_conv1d)]
-    assert rewritten, "the dilated sag filter (a third of a convolution's time here)"
+    assert rewritten, "the dilated sag filter"
     assert not [n for n in nodes if n.target is torch.cat], "concatenations into storage..."
     parts = [n for n in nodes if n.target is torch.Tensor.copy_ and n.args[0].op == "get_attr"]
     assert len(parts) == 6, "...as copies of the cache and the block into views of it"

@@ -143,7 +143,7 @@ def _missing(inputs: list[str], score: str | None) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from .render import check_outputs, read_score, sound_files
+    from .render.offline import check_outputs, read_score, sound_files
 
     _missing(args.inputs, args.score)
     score = read_score(Path(args.score)) if args.score else []
@@ -167,10 +167,10 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .contact import Cell, contact_sheet
     from .files import write_text
-    from .render import check_outputs, read_score
-    from .sweep import cell_events, cell_stem, cells, features, parse_vary, table
+    from .render.contact import Cell, contact_sheet
+    from .render.offline import check_outputs, read_score
+    from .render.sweep import cell_events, cell_stem, cells, features, parse_vary, table
 
     _missing([args.input], args.score)
     source = Path(args.input)
@@ -200,13 +200,13 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _job(source: Path, target: Path, events: list, settings: tuple = ()) -> Any:
-    from .batch import Job
+    from .render.batch import Job
 
     return Job(str(source), str(target), tuple(events), settings)
 
 
 def _recipe(args: argparse.Namespace) -> Any:
-    from .batch import Recipe
+    from .render.batch import Recipe
 
     return Recipe(
         model=args.model,
@@ -242,8 +242,8 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     one progress bar; Ctrl-C leaves the complete files and says how to go on."""
     from tqdm import tqdm
 
-    from .batch import Done, Manifest, Plan, plan_jobs, run_jobs
-    from .frames import source_info
+    from .render.batch import Done, Manifest, Plan, plan_jobs, run_jobs
+    from .render.frames import source_info
 
     recipe = _recipe(args)
     folder = Path(jobs[0].target).parent
@@ -285,7 +285,7 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
 
 
 def _workers(args: argparse.Namespace) -> int:
-    from .batch import default_workers
+    from .render.batch import default_workers
 
     return args.workers or default_workers()
 
@@ -388,7 +388,7 @@ def _info_rack(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     import torch
 
-    from .bench import bench_blocks, bench_rack, bench_weight_apply, format_results
+    from .measure.bench import bench_blocks, bench_rack, bench_weight_apply, format_results
 
     torch.set_num_threads(args.threads)
     _retune(args)
@@ -416,8 +416,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import export_model
-    from .rack_export import export_rack
+    from .export.model import export_model
+    from .export.rack import export_rack
 
     output = Path(args.output)
     if output.exists() and not args.force:
@@ -433,7 +433,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _stress(args: argparse.Namespace) -> int:
-    from .stress import format_fuzz, format_rows, run_fuzz, run_stress
+    from .measure.stress import format_fuzz, format_rows, run_fuzz, run_stress
 
     if args.fuzz is not None:
         report = run_fuzz(

@@ -26,9 +26,9 @@ from .engine import StreamEngine
 from .engine.state import OP_ID
 from .errors import BendingError
 from .limits import MAX_RAMP_MS
-from .midimap import Mapping, MidiMap, read_mappings, write_mappings
+from .midi.mappings import Mapping, MidiMap, read_mappings, write_mappings
 from .paths import user_dir
-from .presets import Preset, PresetLibrary, check_name
+from .presets.library import Preset, PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 
 Reply = tuple[str, list[Any]]

@@ -25,14 +25,14 @@ from safetensors.torch import load_file
 from torch import nn
 
 from .attributes import Attribute, file_attributes
+from .bending.module import BendedModule
 from .cache import CacheFile, file_digest
 from .codegen import compile_source
 from .errors import BendingError
-from .latency import PROBE_SECONDS, measure_latency
 from .limits import MAX_SOURCE_CHARS
-from .module import BendedModule
 from .paths import model_search_path
 from .readers import expect, optional, read_toml
+from .tracing.latency import PROBE_SECONDS, measure_latency
 
 DEFAULT_MODEL = "drive"
 #: File names read as TorchScript (nn~'s format).
@@ -143,7 +143,7 @@ def load_model(
 ) -> LoadedModel:
     """Load a model by name, a model folder, ``path/file.py:Class``, or wrap a module, with its
     weights on ``device``. ``latency`` (samples) replaces the manifest's, or a TorchScript
-    file's measurement at load (:mod:`bendserver.latency`), which it skips. ``code_from``
+    file's measurement at load (:mod:`bendserver.tracing.latency`), which it skips. ``code_from``
     (a live server's loads, asked for by messages): import Python code only from the model
     folders of the search path and these folders (:func:`check_code`); None: from anywhere.
 

@@ -48,12 +48,12 @@ from .engine.node import Node
 from .engine.rack import Rack
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
-from .midi import MidiInput
-from .midimap import Mapping
+from .midi.input import MidiInput
+from .midi.mappings import Mapping
 from .osc import OscService
 from .osc.frames import FRAME_RATE, FrameStreams
 from .osc.oscquery import OscQueryService
-from .presets import load_preset, preset_for
+from .presets.library import load_preset, preset_for
 from .rackspec import counted
 from .switching import ModelSwitcher
 from .ui import Meters

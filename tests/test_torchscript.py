@@ -12,7 +12,7 @@ from torch import nn
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.control import Controller
-from bendserver.presets import PresetLibrary
+from bendserver.presets.library import PresetLibrary
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
 

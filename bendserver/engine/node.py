@@ -35,8 +35,8 @@ from ..bending.weights import DEFAULT_VERSION
 from ..errors import BendingError
 from ..loader import LoadedModel, load_model, resolve_device
 from ..passes import OPTIMIZE_MODES, compile_forward, optimize
-from ..preset_fit import bent_targets, check_fit
-from ..presets import Preset, load_preset
+from ..presets.fit import bent_targets, check_fit
+from ..presets.library import Preset, load_preset
 from ..slices import breathe
 from ..tracing import restoring_buffers
 from ..tracing.script import ConversionError, setter_writes

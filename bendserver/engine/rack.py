@@ -25,7 +25,7 @@ import torch
 from ..audiofile import fit_length, resample_audio
 from ..errors import BendingError
 from ..loader import MethodSpec
-from ..presets import Preset
+from ..presets.library import Preset
 from .fuse import OutputFuse
 from .node import Node, _checked_streams
 from .stats import EngineStats

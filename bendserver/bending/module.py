@@ -22,17 +22,17 @@ import torch.fx
 from tabulate import tabulate
 from torch import nn
 
-from .bending.base import BendingOp, BoundOp
-from .bending.config import BendingConfig
-from .bending.fold import FoldLayer, fold_layers, fold_states, folding_ops, reader_folds
-from .bending.graph import activation_nodes, graph_module, insert_ops
-from .bending.inert import inert_nodes
-from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
-from .errors import BendingError
-from .files import write_text
-from .slices import breathe
-from .tracing import BendingTracer, restoring_buffers
-from .tracing.script import ConversionError, ScriptConverter, assigned_attributes, setter_writes
+from ..errors import BendingError
+from ..files import write_text
+from ..slices import breathe
+from ..tracing import BendingTracer, restoring_buffers
+from ..tracing.script import ConversionError, ScriptConverter, assigned_attributes, setter_writes
+from .base import BendingOp, BoundOp
+from .config import BendingConfig
+from .fold import FoldLayer, fold_layers, fold_states, folding_ops, reader_folds
+from .graph import activation_nodes, graph_module, insert_ops
+from .inert import inert_nodes
+from .weights import DEFAULT_VERSION, WeightBank, shadow_copy
 
 _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
 

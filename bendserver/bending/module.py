@@ -481,16 +481,6 @@ class BendedModule:
             states.update(folded)
         return states
 
-    def unbend(self, op: BendingOp) -> None:
-        """Remove ``op`` from every weight and activation it bends."""
-        if not any(b.op is op for b in self._bends):
-            raise BendingError(f"{op!r} does not bend this module")
-        if any(b.op is op and b.activations for b in self._bends):
-            self._runners.clear()
-        self._bends = [b for b in self._bends if b.op is not op]
-        self._bound = {k: v for k, v in self._bound.items() if v[0] is not op}
-        self._weights.remove_op(op)
-
     def bending_config(self) -> BendingConfig:
         """The current bends as a config bound to this module."""
         return BendingConfig(*((b.op, *b.keys) for b in self._bends), module=self)

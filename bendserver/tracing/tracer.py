@@ -21,12 +21,11 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.fx._symbolic_trace import _maybe_revert_all_patches
 from torch.fx.graph import inplace_methods
 from torch.fx.node import map_aggregate
 from torch.fx.proxy import Attribute
-from torch.utils._pytree import tree_flatten
 
+from .. import compat
 from ..errors import BendingError
 from ..slices import breathe
 from .flow import (
@@ -169,7 +168,7 @@ def restoring_buffers(module: torch.nn.Module) -> Iterator[None]:
 
 
 def _has_proxy(args: Any, kwargs: Any) -> bool:
-    leaves, _ = tree_flatten((args, kwargs))
+    leaves = compat.tree_leaves((args, kwargs))
     return any(isinstance(leaf, torch.fx.Proxy) for leaf in leaves)
 
 
@@ -356,7 +355,7 @@ class BendingTracer(torch.fx.Tracer):
         concrete = functools.partial(map_aggregate, fn=_concrete_value)
         cargs, ckwargs = concrete(args), concrete(kwargs)
         try:
-            with _maybe_revert_all_patches():
+            with compat.fx_patches_reverted():
                 if kind == "call_function":
                     return target(*cargs, **ckwargs)
                 if kind == "call_method":

@@ -43,6 +43,20 @@ def _positive(text: str) -> int:
     return _whole(text, 1)
 
 
+class _AddVersion(argparse.Action):
+    """``--add-version FILE``, repeatable. Its old spelling ``--version FILE`` hid the
+    program's ``--version`` after a command: it still works for one release, saying so."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        if option == "--version":
+            print(
+                "bendserver: --version FILE is deprecated (it reads as bendserver --version) "
+                "and goes in the next release: use --add-version FILE",
+                file=sys.stderr,
+            )
+        setattr(namespace, self.dest, [*getattr(namespace, self.dest), values])
+
+
 def _port(text: str) -> int:
     """A network port: 0 (one the system chooses, or off where the option says so) to 65535."""
     value = _whole(text, 0)
@@ -505,12 +519,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     versions = argparse.ArgumentParser(add_help=False)
     versions.add_argument(
+        "--add-version",
         "--version",
-        action="append",
+        dest="version",
+        action=_AddVersion,
         default=[],
         metavar="FILE",
         help="add the weights of FILE (.ts of the same architecture, or .safetensors) as a "
-        "version named after it, for /version and /interp (repeatable)",
+        "version named after it, for /version and /interp (repeatable; --version FILE, its "
+        "old spelling, still works in this release)",
     )
     optimizing = argparse.ArgumentParser(add_help=False)
     optimizing.add_argument(

@@ -26,8 +26,9 @@ from ..audiofile import fit_length, resample_audio
 from ..errors import BendingError
 from ..loader import MethodSpec
 from ..presets.library import Preset
+from .building import checked_streams
 from .fuse import OutputFuse
-from .node import Node, _checked_streams
+from .node import Node
 from .stats import EngineStats
 from .switch import Layout, NodeSwap, RecentInput
 from .tap import BlockTap
@@ -249,7 +250,7 @@ class Rack:
     def set_streams(self, streams: int) -> None:
         """Play ``streams`` streams from the next block on (see :meth:`Node.set_streams`);
         another count than now starts from a clear streaming state and fuse."""
-        streams = _checked_streams(streams)
+        streams = checked_streams(streams)
         if streams == self.streams:
             return
         self.check_idle()

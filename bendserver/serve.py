@@ -178,16 +178,17 @@ class Server:
             self.processor = processor_class(played, self.device_block, self.gate)
         frames = engine.block if ring else self.device_block
         self.source, device_input = _source(options.input, played, frames)
-        self.controller = Controller(engine, counters=self.counters)
-        self.controller.frames = self.frames
-        self.controller.midi.replace(mappings)
-        self.controller.switcher = ModelSwitcher(
+        switcher = ModelSwitcher(
             engine,
             options.models_dir,
             options.trust_model,
             options.xfade_ms,
             code_from=options.allow_code_from,
         )
+        self.controller = Controller(
+            engine, counters=self.counters, switcher=switcher, frames=self.frames
+        )
+        self.controller.midi.replace(mappings)
         self.meters: Meters | None = None
         self.midi: MidiInput | None = None
         self._parts: list[Any] = []  # what to stop, in order

@@ -26,6 +26,7 @@ from .rack_runner import RackRunner
 from .stats import EngineStats
 from .switch import Layout, NodeSwap, RecentInput
 from .tap import BlockTap
+from .target import RackTarget
 from .wiring import (
     IN,
     OUT,
@@ -39,7 +40,7 @@ from .wiring import (
 )
 
 
-class Rack(RackControl, RackRunner):
+class Rack(RackTarget, RackControl, RackRunner):
     """Plays named ``nodes`` joined by ``edges`` (None: a chain in the nodes' order) on blocks
     of ``[channels, frames]`` float32 audio.
 
@@ -47,8 +48,9 @@ class Rack(RackControl, RackRunner):
     (latent frames are not limited nor DC-blocked).
 
     Made of its sides as a node is: :class:`RackRunner` (the audio side) and
-    :class:`RackControl` (swaps, held changes, reports); this class lays the nodes out and
-    says what the rack plays.
+    :class:`RackControl` (swaps, held changes, reports); it is a controller's target through
+    :class:`~bendserver.engine.target.RackTarget` (its one node's); this class lays the nodes
+    out and says what the rack plays.
     """
 
     def __init__(
@@ -133,18 +135,6 @@ class Rack(RackControl, RackRunner):
         """What ``target`` (a node or ``out``) sums, edge by edge: its source, gain and delay
         line (None: not delayed), the branches aligned."""
         return list(self._inputs[target])
-
-    def __getattr__(self, name: str) -> Any:
-        """A node's method or attribute asked of the rack (``/bend/...``, ``/attr/...`` sent to
-        the rack, not to one of its nodes): a one-node rack's is its node's, however the node
-        was named (``-m file.ts:method``); a rack of several refuses, naming the nodes."""
-        if name.startswith("_") or "nodes" not in self.__dict__:
-            raise AttributeError(name)
-        if len(self.nodes) == 1:
-            return getattr(self._first, name)
-        raise BendingError(
-            f"this rack plays several nodes ({self.names}): send this to one of them, /<node>/..."
-        )
 
     # -- what the rack plays -------------------------------------------------------------------
 

@@ -509,6 +509,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="the model's latency in samples (default: its manifest's; a .ts file's is "
         "measured at load, which this skips)",
     )
+    # What plays: one model, a chain (-m repeated) or a rack file, and its preset; the same
+    # options for every command that plays (export, which also takes a model by position, and
+    # stress, which takes one model, declare theirs).
+    racked = argparse.ArgumentParser(add_help=False)
+    racked.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
+    )
+    racked.add_argument(
+        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
+    )
+    racked.add_argument(
+        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
+    )
     trusting = argparse.ArgumentParser(add_help=False)
     trusting.add_argument(
         "--trust-model",
@@ -562,20 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        parents=[models, trusting, versions, threads, optimizing, devices],
+        parents=[models, racked, trusting, versions, threads, optimizing, devices],
         help="play a model live, controlled over OSC",
-    )
-    serve.add_argument(
-        "-m",
-        "--model",
-        action="append",
-        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
-    )
-    serve.add_argument(
-        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
-    )
-    serve.add_argument(
-        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
     serve.add_argument("--osc-host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--osc-port", type=_port, default=9000, help="OSC port to listen on")
@@ -675,19 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     rendering = argparse.ArgumentParser(
-        add_help=False, parents=[models, trusting, versions, threads, optimizing, devices]
-    )
-    rendering.add_argument(
-        "-m",
-        "--model",
-        action="append",
-        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
-    )
-    rendering.add_argument(
-        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
-    )
-    rendering.add_argument(
-        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
+        add_help=False,
+        parents=[models, racked, trusting, versions, threads, optimizing, devices],
     )
     rendering.add_argument("--score", help="text file of timed messages: time /address args...")
     rendering.add_argument("--block", type=_positive, help="block size (default: the model's)")
@@ -769,20 +762,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
-        parents=[models, threads, optimizing, devices],
+        parents=[models, racked, threads, optimizing, devices],
         help="engine vs raw eager, per block size, in one process",
-    )
-    bench.add_argument(
-        "-m",
-        "--model",
-        action="append",
-        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
-    )
-    bench.add_argument(
-        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
-    )
-    bench.add_argument(
-        "-p", "--preset", help="preset of the bended run (default: the model's; 'none': no preset)"
     )
     bench.add_argument(
         "--block", type=_blocks, default=[256, 2048], help="block sizes, e.g. 256,2048"

@@ -27,11 +27,11 @@ from .bending import (
     op_from_spec,
     register_op,
 )
+from .bending.module import BendedModule
 from .engine import BlockAdapter, OutputFuse, StreamEngine
 from .errors import BendingError, FlowGuardError, ShapeError
 from .loader import LoadedModel, load_model
-from .module import BendedModule
-from .presets import Preset, load_preset
+from .presets.library import Preset, load_preset
 from .tracing import LogicalFlowStep, LoopFlowStep, ValueFlowStep
 
 __version__ = "0.1.0"

@@ -43,6 +43,20 @@ def _positive(text: str) -> int:
     return _whole(text, 1)
 
 
+class _AddVersion(argparse.Action):
+    """``--add-version FILE``, repeatable. Its old spelling ``--version FILE`` hid the
+    program's ``--version`` after a command: it still works for one release, saying so."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        if option == "--version":
+            print(
+                "bendserver: --version FILE is deprecated (it reads as bendserver --version) "
+                "and goes in the next release: use --add-version FILE",
+                file=sys.stderr,
+            )
+        setattr(namespace, self.dest, [*getattr(namespace, self.dest), values])
+
+
 def _port(text: str) -> int:
     """A network port: 0 (one the system chooses, or off where the option says so) to 65535."""
     value = _whole(text, 0)
@@ -143,7 +157,7 @@ def _missing(inputs: list[str], score: str | None) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from .render import check_outputs, read_score, sound_files
+    from .render.offline import check_outputs, read_score, sound_files
 
     _missing(args.inputs, args.score)
     score = read_score(Path(args.score)) if args.score else []
@@ -167,10 +181,10 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .contact import Cell, contact_sheet
     from .files import write_text
-    from .render import check_outputs, read_score
-    from .sweep import cell_events, cell_stem, cells, features, parse_vary, table
+    from .render.contact import Cell, contact_sheet
+    from .render.offline import check_outputs, read_score
+    from .render.sweep import cell_events, cell_stem, cells, features, parse_vary, table
 
     _missing([args.input], args.score)
     source = Path(args.input)
@@ -200,13 +214,13 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _job(source: Path, target: Path, events: list, settings: tuple = ()) -> Any:
-    from .batch import Job
+    from .render.batch import Job
 
     return Job(str(source), str(target), tuple(events), settings)
 
 
 def _recipe(args: argparse.Namespace) -> Any:
-    from .batch import Recipe
+    from .render.batch import Recipe
 
     return Recipe(
         model=args.model,
@@ -242,8 +256,8 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     one progress bar; Ctrl-C leaves the complete files and says how to go on."""
     from tqdm import tqdm
 
-    from .batch import Done, Manifest, Plan, plan_jobs, run_jobs
-    from .frames import source_info
+    from .render.batch import Done, Manifest, Plan, plan_jobs, run_jobs
+    from .render.frames import source_info
 
     recipe = _recipe(args)
     folder = Path(jobs[0].target).parent
@@ -285,7 +299,7 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
 
 
 def _workers(args: argparse.Namespace) -> int:
-    from .batch import default_workers
+    from .render.batch import default_workers
 
     return args.workers or default_workers()
 
@@ -388,7 +402,7 @@ def _info_rack(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     import torch
 
-    from .bench import bench_blocks, bench_rack, bench_weight_apply, format_results
+    from .measure.bench import bench_blocks, bench_rack, bench_weight_apply, format_results
 
     torch.set_num_threads(args.threads)
     _retune(args)
@@ -416,8 +430,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import export_model
-    from .rack_export import export_rack
+    from .export.model import export_model
+    from .export.rack import export_rack
 
     output = Path(args.output)
     if output.exists() and not args.force:
@@ -433,7 +447,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _stress(args: argparse.Namespace) -> int:
-    from .stress import format_fuzz, format_rows, run_fuzz, run_stress
+    from .measure.stress import format_fuzz, format_rows, run_fuzz, run_stress
 
     if args.fuzz is not None:
         report = run_fuzz(
@@ -495,6 +509,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="the model's latency in samples (default: its manifest's; a .ts file's is "
         "measured at load, which this skips)",
     )
+    # What plays: one model, a chain (-m repeated) or a rack file, and its preset; the same
+    # options for every command that plays (export, which also takes a model by position, and
+    # stress, which takes one model, declare theirs).
+    racked = argparse.ArgumentParser(add_help=False)
+    racked.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
+    )
+    racked.add_argument(
+        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
+    )
+    racked.add_argument(
+        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
+    )
     trusting = argparse.ArgumentParser(add_help=False)
     trusting.add_argument(
         "--trust-model",
@@ -505,12 +535,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     versions = argparse.ArgumentParser(add_help=False)
     versions.add_argument(
+        "--add-version",
         "--version",
-        action="append",
+        dest="version",
+        action=_AddVersion,
         default=[],
         metavar="FILE",
         help="add the weights of FILE (.ts of the same architecture, or .safetensors) as a "
-        "version named after it, for /version and /interp (repeatable)",
+        "version named after it, for /version and /interp (repeatable; --version FILE, its "
+        "old spelling, still works in this release)",
     )
     optimizing = argparse.ArgumentParser(add_help=False)
     optimizing.add_argument(
@@ -545,20 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        parents=[models, trusting, versions, threads, optimizing, devices],
+        parents=[models, racked, trusting, versions, threads, optimizing, devices],
         help="play a model live, controlled over OSC",
-    )
-    serve.add_argument(
-        "-m",
-        "--model",
-        action="append",
-        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
-    )
-    serve.add_argument(
-        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
-    )
-    serve.add_argument(
-        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
     )
     serve.add_argument("--osc-host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--osc-port", type=_port, default=9000, help="OSC port to listen on")
@@ -658,19 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
 
     rendering = argparse.ArgumentParser(
-        add_help=False, parents=[models, trusting, versions, threads, optimizing, devices]
-    )
-    rendering.add_argument(
-        "-m",
-        "--model",
-        action="append",
-        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
-    )
-    rendering.add_argument(
-        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
-    )
-    rendering.add_argument(
-        "-p", "--preset", help="preset name or .json file (default: the model's; 'none': no preset)"
+        add_help=False,
+        parents=[models, racked, trusting, versions, threads, optimizing, devices],
     )
     rendering.add_argument("--score", help="text file of timed messages: time /address args...")
     rendering.add_argument("--block", type=_positive, help="block size (default: the model's)")
@@ -752,20 +762,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
-        parents=[models, threads, optimizing, devices],
+        parents=[models, racked, threads, optimizing, devices],
         help="engine vs raw eager, per block size, in one process",
-    )
-    bench.add_argument(
-        "-m",
-        "--model",
-        action="append",
-        help="model name or folder, model.method or file.ts:method; repeated: a chain in order",
-    )
-    bench.add_argument(
-        "--rack", metavar="FILE", help="a rack file (TOML, docs/rack.md) or a shipped one's name"
-    )
-    bench.add_argument(
-        "-p", "--preset", help="preset of the bended run (default: the model's; 'none': no preset)"
     )
     bench.add_argument(
         "--block", type=_blocks, default=[256, 2048], help="block sizes, e.g. 256,2048"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import types
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +10,24 @@ from typing import Any
 import torch
 import torch.fx
 from torch import nn
+
+# -- fx tracing (bendserver.tracing.tracer) ----------------------------------------------------
+
+
+def fx_patches_reverted() -> contextlib.AbstractContextManager:
+    """A context in which the functions fx patches while it traces (``torch.nn.Module.__call__``
+    and the autowrapped ones) are torch's own again: the tracer runs each recorded operation on
+    concrete values there."""
+    from torch.fx._symbolic_trace import _maybe_revert_all_patches
+
+    return _maybe_revert_all_patches()
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+    """The leaves of nested tuples, lists and dicts, in torch's own order (its pytree)."""
+    from torch.utils._pytree import tree_flatten
+
+    return tree_flatten(tree)[0]
 
 
 def has_forward_hooks(module: nn.Module) -> bool:

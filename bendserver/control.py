@@ -18,17 +18,18 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from .attributes import shown
 from .bending.ops import OPS
-from .engine import StreamEngine
+from .engine.rack import Rack
 from .engine.state import OP_ID
+from .engine.target import ControlTarget
 from .errors import BendingError
 from .limits import MAX_RAMP_MS
-from .midimap import Mapping, MidiMap, read_mappings, write_mappings
+from .midi.mappings import Mapping, MidiMap, read_mappings, write_mappings
 from .paths import user_dir
-from .presets import Preset, PresetLibrary, check_name
+from .presets.library import Preset, PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 
 Reply = tuple[str, list[Any]]
@@ -160,17 +161,32 @@ class Address:
         return self.pattern.strip("/").split("/")
 
 
+class Switcher(Protocol):
+    """What ``/model/load`` and ``/node/<node>/load`` drive: a live server's
+    :class:`~bendserver.switching.ModelSwitcher`."""
+
+    loading: str | None  #: the model a load in progress loads (None: none)
+
+    def load(self, source: str, preset: str | None = None, node: str | None = None) -> Any: ...
+
+
 class Controller:
-    """Applies control messages to one engine. ``counters`` adds a server's counters to
-    ``/stats``; ``presets`` is where ``/preset/*`` reads and writes; ``capacity``: messages
-    each client may schedule ahead."""
+    """Applies control messages to one target: a node, or a rack (its nodes addressed as
+    ``/<node>/...``; see :mod:`bendserver.engine.target`). ``counters`` adds a server's
+    counters to ``/stats``; ``presets`` is where ``/preset/*`` reads and writes; ``capacity``:
+    messages each client may schedule ahead; ``switcher``: what ``/model/load`` swaps models
+    with (None: it is refused); ``frames``: a live server's frames at a control rate
+    (:class:`~bendserver.osc.frames.FrameStreams`: ``/out/subscribe``, ``/in/...``; None: there
+    are none)."""
 
     def __init__(
         self,
-        engine: StreamEngine,
+        engine: ControlTarget,
         presets: PresetLibrary | None = None,
         counters: Counters | None = None,
         capacity: int = SCHEDULE_CAPACITY,
+        switcher: Switcher | None = None,
+        frames: Any = None,
     ) -> None:
         self.engine = engine
         self.presets = presets or PresetLibrary()
@@ -183,12 +199,8 @@ class Controller:
         #: What the addresses of this controller's replies start with: ``/<node>`` for a rack
         #: node's controller (its replies say which node answered), "" for the server's.
         self.prefix = ""
-        #: What ``/model/load`` swaps models with (a server's :class:`ModelSwitcher`; None: it
-        #: is refused).
-        self.switcher: Any = None
-        #: A live server's frames at a control rate (:class:`~bendserver.osc.frames.
-        #: FrameStreams`: ``/out/subscribe``, ``/in/...``; None: there are none).
-        self.frames: Any = None
+        self.switcher = switcher
+        self.frames = frames
 
     def dispatch(
         self,
@@ -215,7 +227,7 @@ class Controller:
         """The controller an address is for (a rack node's, or this one) and the address it
         takes there: ``/<node>/...`` and the queries ``/get/<node>/...`` and
         ``/scheduled/<node>/...`` (the node's address after the query's word) go to the node."""
-        nodes = getattr(self.engine, "nodes", {})
+        nodes = self.nodes
         parts = address.split("/", 3)
         if len(parts) < 3 or parts[0] or not parts[2]:
             return self, address
@@ -234,10 +246,15 @@ class Controller:
         _, inner = self._target(address)
         route(inner).entry.schema.parse(inner, args)
 
+    @property
+    def nodes(self) -> dict[str, Any]:
+        """The rack's nodes by name where the target is a rack (else none)."""
+        return self.engine.nodes if isinstance(self.engine, Rack) else {}
+
     def node_controller(self, name: str) -> Controller:
         """A controller of one node, sharing the presets, counters and schedule (made once per
         node: a model switched in under the same name gets its own)."""
-        node, made = self.engine.nodes[name], self._nodes.get(name)
+        node, made = self.nodes[name], self._nodes.get(name)
         if made is None or made.engine is not node:
             made = Controller(node, self.presets, self.counters)
             made.prefix, made.schedule = f"/{name}", self.schedule
@@ -368,7 +385,7 @@ def _version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None
 def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     preset = ctl.presets.load(check_name(args[0]))
     _check_mappings(preset.midi, f"preset '{preset.name}'")
-    nodes = getattr(ctl.engine, "nodes", {})
+    nodes = ctl.nodes
     if preset.nodes:  # a rack's: each node its part (nodes it does not name keep theirs)
         if not nodes:
             raise BendingError(
@@ -389,7 +406,7 @@ def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
 
 def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     name, *overwrite = args
-    nodes = getattr(ctl.engine, "nodes", {})
+    nodes = ctl.nodes
     if len(nodes) > 1:  # a rack's: each node's state under its name
         parts = {node: part.preset(node, at=at) for node, part in nodes.items()}
         preset = Preset(check_name(name), nodes=parts)
@@ -450,7 +467,7 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
     engine = ctl.engine
     listings: dict[str, Callable[[], list[Any]]] = {
         "addresses": lambda: [a.pattern for a in ADDRESSES],
-        "nodes": lambda: list(getattr(engine, "order", [])),
+        "nodes": lambda: list(engine.order) if isinstance(engine, Rack) else [],
         "weights": lambda: engine.bended.weight_names,
         "activations": lambda: engine.bended.activation_names(engine.method),
         "versions": lambda: engine.versions,
@@ -500,7 +517,7 @@ def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Rep
 def _one_node(ctl: Controller, query: str, address: str) -> None:
     """Refuse a node's ``query`` of ``address`` sent to a rack of several, saying how to ask
     one of them (a first word that is no address of a node's: an unknown node)."""
-    nodes = getattr(ctl.engine, "order", [])
+    nodes = list(ctl.engine.order) if isinstance(ctl.engine, Rack) else []
     if len(nodes) > 1:
         first = address.split("/")[1]
         if first not in ROOT_WORDS:

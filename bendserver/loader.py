@@ -25,14 +25,14 @@ from safetensors.torch import load_file
 from torch import nn
 
 from .attributes import Attribute, file_attributes
+from .bending.module import BendedModule
 from .cache import CacheFile, file_digest
 from .codegen import compile_source
 from .errors import BendingError
-from .latency import PROBE_SECONDS, measure_latency
 from .limits import MAX_SOURCE_CHARS
-from .module import BendedModule
 from .paths import model_search_path
 from .readers import expect, optional, read_toml
+from .tracing.latency import PROBE_SECONDS, measure_latency
 
 DEFAULT_MODEL = "drive"
 #: File names read as TorchScript (nn~'s format).
@@ -143,7 +143,7 @@ def load_model(
 ) -> LoadedModel:
     """Load a model by name, a model folder, ``path/file.py:Class``, or wrap a module, with its
     weights on ``device``. ``latency`` (samples) replaces the manifest's, or a TorchScript
-    file's measurement at load (:mod:`bendserver.latency`), which it skips. ``code_from``
+    file's measurement at load (:mod:`bendserver.tracing.latency`), which it skips. ``code_from``
     (a live server's loads, asked for by messages): import Python code only from the model
     folders of the search path and these folders (:func:`check_code`); None: from anywhere.
 
@@ -340,7 +340,7 @@ def _from_torchscript(path: Path, device: torch.device, measure: bool = True) ->
     block = fixed or max(2048, math.lcm(*ratios))
     latency, source = _measured(module, methods, block, sample_rate, path) if measure else (0, "")
     bended = BendedModule(module)
-    bended.weight_bank.alias(path.stem)  # a version named after its file, as --version's are
+    bended.weight_bank.alias(path.stem)  # a version named after its file, as --add-version's are
     return LoadedModel(
         name=path.stem,
         bended=bended,
@@ -394,7 +394,7 @@ def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:
     of the same architecture (``.ts``) or a safetensors file. Names and shapes must match."""
     for file in map(Path, files):
         if not file.is_file():
-            raise BendingError(f"--version: no file {file}")
+            raise BendingError(f"--add-version: no file {file}")
         if file.suffix in TORCHSCRIPT_SUFFIXES:
             try:
                 loaded = torch.jit.load(str(file), map_location="cpu")
@@ -404,12 +404,12 @@ def add_versions(model: LoadedModel, files: Iterable[str | Path]) -> None:
         elif file.suffix == ".safetensors":
             weights = load_file(str(file))
         else:
-            raise BendingError(f"--version takes .ts or .safetensors files, got {file.name}")
+            raise BendingError(f"--add-version takes .ts or .safetensors files, got {file.name}")
         bank = model.bended.weight_bank
         if file.stem in bank.versions:
             raise BendingError(
-                f"--version {file}: the model has a version '{file.stem}' already (versions are "
-                f"named after their files): rename this file"
+                f"--add-version {file}: the model has a version '{file.stem}' already (versions "
+                f"are named after their files): rename this file"
             )
         device = next(iter(bank.slots.values())).device
         model.bended.create_version(file.stem, {k: v.to(device) for k, v in weights.items()})

@@ -17,16 +17,16 @@ from typing import Any
 
 import torch
 
+from .bending.module import BendedModule
 from .control import ROOT_WORDS
 from .engine.node import Node
 from .engine.rack import IN, OUT, Edge, Rack
 from .errors import BendingError
 from .limits import MAX_RACK_BYTES, MAX_RACK_EDGES, MAX_RACK_NODES
 from .loader import LoadedModel, MethodSpec, load_model, model_source
-from .midimap import Mapping
-from .module import BendedModule
+from .midi.mappings import Mapping
 from .paths import SHIPPED_RACKS
-from .presets import Preset, load_preset, preset_for
+from .presets.library import Preset, load_preset, preset_for
 from .readers import read_toml
 from .tracing.flow import latent
 

@@ -48,12 +48,12 @@ from .engine.node import Node
 from .engine.rack import Rack
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, add_versions, load_model
-from .midi import MidiInput
-from .midimap import Mapping
+from .midi.input import MidiInput
+from .midi.mappings import Mapping
 from .osc import OscService
 from .osc.frames import FRAME_RATE, FrameStreams
 from .osc.oscquery import OscQueryService
-from .presets import load_preset, preset_for
+from .presets.library import load_preset, preset_for
 from .rackspec import counted
 from .switching import ModelSwitcher
 from .ui import Meters
@@ -182,16 +182,17 @@ class Server:
             self.processor = processor_class(played, self.device_block, self.gate)
         frames = engine.block if ring else self.device_block
         self.source, device_input = _source(options.input, played, frames)
-        self.controller = Controller(engine, counters=self.counters)
-        self.controller.frames = self.frames
-        self.controller.midi.replace(mappings)
-        self.controller.switcher = ModelSwitcher(
+        switcher = ModelSwitcher(
             engine,
             options.models_dir,
             options.trust_model,
             options.xfade_ms,
             code_from=options.allow_code_from,
         )
+        self.controller = Controller(
+            engine, counters=self.counters, switcher=switcher, frames=self.frames
+        )
+        self.controller.midi.replace(mappings)
         self.meters: Meters | None = None
         self.midi: MidiInput | None = None
         self._parts: list[Any] = []  # what to stop, in order

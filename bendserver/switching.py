@@ -32,7 +32,7 @@ from .engine.switch import checked_fade
 from .errors import BendingError
 from .limits import LOAD_INTERVAL
 from .loader import TORCHSCRIPT_SUFFIXES, check_code, model_location
-from .midimap import Mapping
+from .midi.mappings import Mapping
 from .probe import probe_model
 from .rackspec import NodeSpec, RackSpec, split_method
 from .slices import breathe

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bendserver.rack_export import export_rack
+from bendserver.export.rack import export_rack
 from bendserver.rackspec import RackSpec
 
 RACKS = {"drive -> wavae": RackSpec.chain(["drive", "wavae"]), "wavae_drive": None}

@@ -30,8 +30,8 @@ import torch
 import bendserver as tb
 from bendserver.cli import main as command
 from bendserver.errors import describe
-from bendserver.frames import read_frames, write_frames
 from bendserver.rackspec import RackSpec
+from bendserver.render.frames import read_frames, write_frames
 from bendserver.serve import ServeOptions, Server
 
 BLOCKS = 6

@@ -33,8 +33,8 @@ from switch_live import ask, stats  # this folder's: a load asked for over OSC, 
 
 from bendserver.audio.jackclient import JackXruns
 from bendserver.limits import LOAD_INTERVAL
+from bendserver.measure.stress import _jack
 from bendserver.serve import ServeOptions, Server
-from bendserver.stress import _jack
 
 RATE = 48000
 

@@ -31,9 +31,9 @@ import torch
 from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 
+from bendserver.measure.stress import _jack
 from bendserver.rackspec import NodeSpec, RackSpec
 from bendserver.serve import ServeOptions, Server
-from bendserver.stress import _jack
 
 RATE = 48000
 

@@ -17,9 +17,9 @@ import soundfile as sf
 import torch
 from sounds import write_noise
 
-from bendserver.batch import MANIFEST, Job, Recipe, Worker
 from bendserver.cli import main
 from bendserver.passes import convolution
+from bendserver.render.batch import MANIFEST, Job, Recipe, Worker
 
 SLOW = f"{Path(__file__).parent / 'streaming.py'}:Slow"
 NOISY = f"{Path(__file__).parent / 'streaming.py'}:Noisy"

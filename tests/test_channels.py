@@ -16,7 +16,7 @@ from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
-from bendserver.render import render_file
+from bendserver.render.offline import render_file
 from bendserver.serve import ServeOptions, Server
 
 RATE = 44100

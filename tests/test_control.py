@@ -6,7 +6,7 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver.control import ADDRESSES, Controller
-from bendserver.presets import PresetLibrary
+from bendserver.presets.library import PresetLibrary
 
 ONES = np.ones((1, 256), dtype=np.float32)
 

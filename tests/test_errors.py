@@ -20,7 +20,7 @@ from bendserver import cli
 from bendserver.cli import main
 from bendserver.control import Controller
 from bendserver.osc import ControlWorker, Incoming
-from bendserver.presets import PresetLibrary
+from bendserver.presets.library import PresetLibrary
 
 
 def one_line(err: str) -> str:

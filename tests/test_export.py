@@ -15,8 +15,8 @@ from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
-from bendserver.export import export_model
-from bendserver.presets import Preset
+from bendserver.export.model import export_model
+from bendserver.presets.library import Preset
 
 CHANGES = {3: [("noise", "std", 0.5), ("mask", "prob", 0.2), ("lfo", "depth", 0.1)]}
 

@@ -20,8 +20,8 @@ import bendserver as tb
 from bendserver.audio import Recorder
 from bendserver.cli import main
 from bendserver.files import write_text, writing
-from bendserver.presets import Preset, PresetLibrary
-from bendserver.render import render_file
+from bendserver.presets.library import Preset, PresetLibrary
+from bendserver.render.offline import render_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW = f"{Path(__file__).parent / 'streaming.py'}:Slow"

@@ -18,8 +18,8 @@ from bendserver.audio.reporter import Reporter
 from bendserver.cli import build_parser, main
 from bendserver.control import Controller
 from bendserver.paths import SHIPPED_PRESETS as PRESETS_DIR
-from bendserver.presets import PresetLibrary
-from bendserver.render import parse_score, render_file
+from bendserver.presets.library import PresetLibrary
+from bendserver.render.offline import parse_score, render_file
 from bendserver.serve import ServeOptions, Server, _example_value
 
 

@@ -6,7 +6,7 @@ import soundfile as sf
 from streaming import CausalStack, twin
 
 import bendserver as tb
-from bendserver.render import render_file
+from bendserver.render.offline import render_file
 
 
 def _fused_stream(fuse, signal, block):

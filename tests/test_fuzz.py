@@ -16,8 +16,8 @@ from streaming import Identity
 
 import bendserver as tb
 from bendserver.control import ADDRESSES
-from bendserver.presets import read_preset
-from bendserver.render import ScorePlayer, parse_score, read_score, render_file
+from bendserver.presets.library import read_preset
+from bendserver.render.offline import ScorePlayer, parse_score, read_score, render_file
 
 FUZZ = settings(
     max_examples=60,

@@ -25,11 +25,11 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 import bendserver as tb
-from bendserver.batch import MANIFEST, Job, Recipe, plan_jobs
 from bendserver.control import ADDRESSES, Controller
-from bendserver.midimap import KINDS, read_mappings
-from bendserver.presets import PresetLibrary
+from bendserver.midi.mappings import KINDS, read_mappings
+from bendserver.presets.library import PresetLibrary
 from bendserver.rackspec import RackSpec
+from bendserver.render.batch import MANIFEST, Job, Recipe, plan_jobs
 from bendserver.serve import Server
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))

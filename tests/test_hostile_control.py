@@ -23,7 +23,7 @@ import bendserver as tb
 from bendserver.engine import state as state_module
 from bendserver.engine.state import MAX_OPS
 from bendserver.loader import DEFAULT_MODEL
-from bendserver.presets import Preset
+from bendserver.presets.library import Preset
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256

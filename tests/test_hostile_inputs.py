@@ -23,20 +23,21 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
-from bendserver import audiofile, control, limits, render, switching
+from bendserver import audiofile, control, limits, switching
 from bendserver.audiofile import read_audio, sound_info
-from bendserver.batch import MANIFEST, pending
 from bendserver.cli import build_parser, main
 from bendserver.compat import unlink_fx_node
 from bendserver.control import Controller
 from bendserver.errors import BendingError, describe
-from bendserver.midimap import read_mappings
+from bendserver.midi.mappings import read_mappings
 from bendserver.osc import Incoming
 from bendserver.osc.replies import ReplySender
 from bendserver.osc.worker import ControlWorker
-from bendserver.presets import PresetLibrary, check_name, read_preset
+from bendserver.presets.library import PresetLibrary, check_name, read_preset
 from bendserver.rackspec import RackSpec
-from bendserver.render import ScorePlayer, parse_score, render_file
+from bendserver.render import offline as render
+from bendserver.render.batch import MANIFEST, pending
+from bendserver.render.offline import ScorePlayer, parse_score, render_file
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256

@@ -18,8 +18,8 @@ from torch import nn
 
 import bendserver as tb
 from bendserver.cli import build_parser, main
-from bendserver.latency import measure_latency
 from bendserver.passes import optimize
+from bendserver.tracing.latency import measure_latency
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
 

@@ -13,10 +13,10 @@ from jack import Replies, free_port, jack_server, live_model, need, send_python
 from bendserver.control import Controller
 from bendserver.engine import StreamEngine
 from bendserver.errors import BendingError
-from bendserver.midimap import Mapping, MidiMap, read_mappings, write_mappings
+from bendserver.midi.mappings import Mapping, MidiMap, read_mappings, write_mappings
 from bendserver.osc import Incoming, OscService
 from bendserver.osc.worker import LOCAL
-from bendserver.presets import PresetLibrary, read_preset
+from bendserver.presets.library import PresetLibrary, read_preset
 from bendserver.serve import ServeOptions, Server
 
 RATE, BLOCK = 48000, 256

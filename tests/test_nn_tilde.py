@@ -31,11 +31,11 @@ from pythonosc.osc_message import OscMessage
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.control import Controller
-from bendserver.frames import read_frames, write_frames
 from bendserver.osc.namespace import Namespace
-from bendserver.presets import PresetLibrary
+from bendserver.presets.library import PresetLibrary
 from bendserver.rackspec import RackSpec
-from bendserver.render import render_file
+from bendserver.render.frames import read_frames, write_frames
+from bendserver.render.offline import render_file
 from bendserver.serve import ServeOptions, Server
 
 RATE, BLOCK = 44100, 2048

@@ -13,8 +13,8 @@ from test_torchscript import nn_tilde_file
 
 import bendserver as tb
 from bendserver.cli import main
-from bendserver.presets import Preset
-from bendserver.rack_export import export_rack
+from bendserver.export.rack import export_rack
+from bendserver.presets.library import Preset
 from bendserver.rackspec import EdgeSpec, NodeSpec, RackSpec
 
 BLOCK = 64

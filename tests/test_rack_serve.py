@@ -15,13 +15,13 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
-from bendserver.bench import bench_rack
 from bendserver.cli import main
 from bendserver.control import Controller
 from bendserver.engine.node import Node
 from bendserver.engine.rack import Rack
 from bendserver.errors import BendingError
-from bendserver.presets import PresetLibrary
+from bendserver.measure.bench import bench_rack
+from bendserver.presets.library import PresetLibrary
 from bendserver.rackspec import RackSpec
 from bendserver.schedule import SCHEDULE_CAPACITY
 from bendserver.serve import ServeOptions, Server

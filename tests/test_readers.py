@@ -12,9 +12,9 @@ import soundfile as sf
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.loader import load_model
-from bendserver.presets import read_preset
+from bendserver.presets.library import read_preset
 from bendserver.readers import MAX_DEPTH, parse_json
-from bendserver.render import parse_score
+from bendserver.render.offline import parse_score
 
 
 @pytest.mark.parametrize(

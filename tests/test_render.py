@@ -12,7 +12,7 @@ from streaming import CausalStack, Identity, Ratio, twin
 
 import bendserver as tb
 from bendserver.cli import main
-from bendserver.render import ScorePlayer, parse_score, render_file
+from bendserver.render.offline import ScorePlayer, parse_score, render_file
 
 
 @pytest.mark.parametrize("block", [256, 512, 2048])

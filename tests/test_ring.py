@@ -28,8 +28,8 @@ from bendserver.audio.jackclient import JackXruns, delays, jack_now
 from bendserver.audio.reporter import Reporter
 from bendserver.audio.ring import Resampler, prefill, prefill_frames, slack_frames
 from bendserver.errors import BendingError
+from bendserver.measure.stress import loopback
 from bendserver.serve import ServeOptions, Server
-from bendserver.stress import loopback
 
 RATE, PERIOD = 48000, 256
 LOOPBACK = Path(tb.__file__).parent / "audio" / "jackclient.py"

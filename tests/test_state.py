@@ -11,7 +11,7 @@ from streaming import CausalStack, Identity, twin
 
 import bendserver as tb
 from bendserver.control import Controller
-from bendserver.render import parse_score, render_file
+from bendserver.render.offline import parse_score, render_file
 
 BLOCK = 256
 BLOCKS = 6

@@ -11,7 +11,7 @@ from sounds import write_noise
 
 import bendserver as tb
 from bendserver.cli import main
-from bendserver.sweep import cells, features, parse_vary
+from bendserver.render.sweep import cells, features, parse_vary
 
 
 def test_a_sweep_writes_each_cell_a_table_and_a_contact_sheet(tmp_path):

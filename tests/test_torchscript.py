@@ -12,7 +12,7 @@ from torch import nn
 import bendserver as tb
 from bendserver.cli import main
 from bendserver.control import Controller
-from bendserver.presets import PresetLibrary
+from bendserver.presets.library import PresetLibrary
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")
 
@@ -172,18 +172,23 @@ def test_a_render_morphs_to_another_file_given_with_version(tmp_path, capsys):
     score = tmp_path / "score.txt"
     score.write_text("0 /version other\n")
     common = ["render", demo, "--no-fuse", "-p", "none"]
-    assert main([*common, "-m", str(path), "--version", str(other), "--score", str(score),
+    assert main([*common, "-m", str(path), "--add-version", str(other), "--score", str(score),
                  "-o", str(tmp_path / "morphed.wav")]) == 0  # fmt: skip
     assert main([*common, "-m", str(other), "-o", str(tmp_path / "other.wav")]) == 0
     morphed = sf.read(str(tmp_path / "morphed.wav"), dtype="float32")[0]
     np.testing.assert_allclose(morphed, sf.read(str(tmp_path / "other.wav"), dtype="float32")[0],
                                atol=1e-6)  # fmt: skip
+    capsys.readouterr()
+    # the old spelling, --version FILE, still works for one release and says it is deprecated
     missing = [*common, "-m", str(path), "--version", "missing.ts", "-o", str(tmp_path / "x.wav")]
-    assert main(missing) == 2 and "--version: no file missing.ts" in capsys.readouterr().err
+    assert main(missing) == 2
+    err = capsys.readouterr().err
+    assert "--version FILE is deprecated" in err and "use --add-version FILE" in err
+    assert "--add-version: no file missing.ts" in err
 
 
 def test_files_are_versions_by_their_names_and_presets_fit_any_file_of_the_architecture(tmp_path):
-    """docs/torchscript.md's morph: ``-m strings.ts --version percussion.ts``, then ``/interp
+    """docs/torchscript.md's morph: ``-m strings.ts --add-version percussion.ts``, then ``/interp
     strings 0.5 percussion 0.5``. A preset saved for one file loads on a renamed copy and on
     another file of the same architecture, and plays there as it did; on a model without what
     it bends it is refused, naming what is missing."""

@@ -23,9 +23,9 @@ import bendserver as tb
 from bendserver import compat
 from bendserver.cli import main
 from bendserver.control import Controller
-from bendserver.export import export_model
+from bendserver.export.model import export_model
 from bendserver.passes import run_passes
-from bendserver.presets import Preset
+from bendserver.presets.library import Preset
 from bendserver.serve import ServeOptions, Server
 
 cc = pytest.importorskip("cached_conv", reason="cached-conv is installed by make install")

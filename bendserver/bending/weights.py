@@ -154,16 +154,6 @@ class WeightBank:
         self._revisions[id(op)] = op.revision
         self.refresh([name])
 
-    def remove_op(self, op: BendingOp) -> None:
-        """Stop bending weights with ``op``."""
-        touched = [name for name, ops in self.ops.items() if any(o is op for o, _ in ops)]
-        for name in touched:
-            self.ops[name] = [(o, s) for o, s in self.ops[name] if o is not op]
-            if not self.ops[name]:
-                del self.ops[name]
-        self._revisions.pop(id(op), None)
-        self.refresh(touched)
-
     def targets(self, op: BendingOp) -> list[str]:
         """The weights ``op`` bends."""
         return [name for name, ops in self.ops.items() if any(o is op for o, _ in ops)]

@@ -23,8 +23,8 @@ import torch.fx
 
 from ..attributes import Attribute
 from ..bending.base import BendingOp, State
+from ..bending.module import BendedModule
 from ..errors import BendingError
-from ..module import BendedModule
 from ..slices import breathe
 from .commands import Ramp
 from .cuda_graph import CudaGraphs

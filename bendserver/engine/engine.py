@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..loader import LoadedModel
-from ..presets import Preset, load_preset
+from ..presets.library import Preset, load_preset
 from .node import Node
 from .rack import Rack
 

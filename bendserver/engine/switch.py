@@ -22,7 +22,7 @@ from ..errors import BendingError
 
 if TYPE_CHECKING:
     from .node import Node
-    from .rack import Delay
+    from .wiring import Delay
 
 #: Blocks of each node's input a rack keeps (a node loaded in its place warms up on them).
 RECENT_BLOCKS = 4

@@ -22,12 +22,11 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch.fx._symbolic_trace import _maybe_revert_all_patches
 from torch.fx.graph import inplace_methods
 from torch.fx.node import map_aggregate
 from torch.fx.proxy import Attribute
-from torch.utils._pytree import tree_flatten
 
+from .. import compat
 from ..errors import BendingError
 from ..slices import breathe
 from .flow import (
@@ -170,7 +169,7 @@ def restoring_buffers(module: torch.nn.Module) -> Iterator[None]:
 
 
 def _has_proxy(args: Any, kwargs: Any) -> bool:
-    leaves, _ = tree_flatten((args, kwargs))
+    leaves = compat.tree_leaves((args, kwargs))
     return any(isinstance(leaf, torch.fx.Proxy) for leaf in leaves)
 
 
@@ -357,7 +356,8 @@ class BendingTracer(torch.fx.Tracer):
         concrete = functools.partial(map_aggregate, fn=_concrete_value)
         cargs, ckwargs = concrete(args), concrete(kwargs)
         try:
-            with _maybe_revert_all_patches() if _reaches_patches(kind, target, cargs) else _AS_IS:
+            patched = _reaches_patches(kind, target, cargs)
+            with compat.fx_patches_reverted() if patched else _AS_IS:
                 if kind == "call_function":
                     return target(*cargs, **ckwargs)
                 if kind == "call_method":

@@ -24,17 +24,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from .bending.base import BendingOp, BoundOp
-from .bending.config import BendingConfig
-from .bending.fold import bend_tensor, folds_last
-from .errors import BendingError
-from .files import writing
-from .loader import LoadedModel, load_model
-from .module import BendedModule
-from .preset_fit import check_fit
-from .presets import Preset, load_preset, preset_for
-from .tracing import restoring_buffers
-from .tracing.script import ConversionError
+from ..bending.base import BendingOp, BoundOp
+from ..bending.config import BendingConfig
+from ..bending.fold import bend_tensor, folds_last
+from ..bending.module import BendedModule
+from ..errors import BendingError
+from ..files import writing
+from ..loader import LoadedModel, load_model
+from ..presets.fit import check_fit
+from ..presets.library import Preset, load_preset, preset_for
+from ..tracing import restoring_buffers
+from ..tracing.script import ConversionError
 
 #: nn~'s type id of a float attribute.
 FLOAT_ATTRIBUTE = 2

@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import BendingError
-from .files import write_text
-from .limits import MAX_MAGNITUDE, MAX_RAMP_MS
-from .readers import expect, only, optional, read_json
+from ..errors import BendingError
+from ..files import write_text
+from ..limits import MAX_MAGNITUDE, MAX_RAMP_MS
+from ..readers import expect, only, optional, read_json
 
 #: The kinds of control a mapping follows.
 KINDS = ("cc", "cc14", "note", "pitchbend")

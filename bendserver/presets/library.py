@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bending.config import BendingConfig
-from .errors import BendingError
-from .files import write_text
-from .loader import LoadedModel
-from .midimap import Mapping, mappings_from_list
-from .paths import SHIPPED_PRESETS, user_dir
-from .readers import expect, only, optional, read_json
+from ..bending.config import BendingConfig
+from ..errors import BendingError
+from ..files import write_text
+from ..loader import LoadedModel
+from ..midi.mappings import Mapping, mappings_from_list
+from ..paths import SHIPPED_PRESETS, user_dir
+from ..readers import expect, only, optional, read_json
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 #: Names Windows gives its devices: no file may be called so there (a preset could not be copied).

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .bending.config import BendingConfig
-from .bending.weights import DEFAULT_VERSION
-from .errors import BendingError
-from .module import BendedModule
-from .presets import Preset
-from .slices import breathe
+from ..bending.config import BendingConfig
+from ..bending.module import BendedModule
+from ..bending.weights import DEFAULT_VERSION
+from ..errors import BendingError
+from ..slices import breathe
+from .library import Preset
 
 
 def bent_targets(bended: BendedModule, keys: Iterable[str]) -> dict[str, list[int] | None]:

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from .audiofile import sound_info
-from .errors import BendingError
-from .files import writing
-from .readers import decimal, read_text
+from ..audiofile import sound_info
+from ..errors import BendingError
+from ..files import writing
+from ..readers import decimal, read_text
 
 #: The suffixes of frames files.
 SUFFIXES = (".csv", ".npy")

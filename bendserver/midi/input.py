@@ -5,9 +5,9 @@ else the system's own: ALSA's sequencer, CoreMIDI, Windows MM): a virtual port n
 ``bendserver`` where the system has them, or an existing port by name. A thread of its own
 polls it (RtMidi queues what arrives: no Python runs in JACK's process thread, which would wait
 there for the interpreter lock), parses each message with mido, and turns it through the
-controller's :class:`~bendserver.midimap.MidiMap` (learn, mappings) into control messages that it
-hands to the control worker as an in-process sender: they are coalesced per address, checked,
-and applied at block boundaries exactly as OSC messages are, never on the audio thread.
+controller's :class:`~bendserver.midi.mappings.MidiMap` (learn, mappings) into control messages
+that it hands to the control worker as an in-process sender: they are coalesced per address,
+checked, and applied at block boundaries exactly as OSC messages are, never on the audio thread.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import os
 import time
 from collections.abc import Iterator
 
-from .audio.gate import ComputeGate
-from .audio.priority import CONTROL, set_realtime
-from .control import Controller
-from .errors import BendingError
-from .osc.packets import Incoming
-from .osc.worker import LOCAL, ControlWorker
-from .threads import LoopThread
+from ..audio.gate import ComputeGate
+from ..audio.priority import CONTROL, set_realtime
+from ..control import Controller
+from ..errors import BendingError
+from ..osc.packets import Incoming
+from ..osc.worker import LOCAL, ControlWorker
+from ..threads import LoopThread
 
 log = logging.getLogger("bendserver.midi")
 

@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import BendingError
-from .files import check_writable, commit, discard, write_text, writing
-from .rackspec import RackSpec
-from .readers import read_json
-from .render import ScoreEvent, render_file
+from ..errors import BendingError
+from ..files import check_writable, commit, discard, write_text, writing
+from ..rackspec import RackSpec
+from ..readers import read_json
+from .offline import ScoreEvent, render_file
 
 #: The manifest's name in the output folder (hidden: a folder of sound files does not list it).
 MANIFEST = ".bendserver-render.json"
@@ -131,8 +131,8 @@ class Worker:
     def __init__(self, recipe: Recipe) -> None:
         import torch
 
-        from .passes.convolution import retune
-        from .presets import preset_for
+        from ..passes.convolution import retune
+        from ..presets.library import preset_for
 
         torch.set_num_threads(recipe.threads)
         retune(recipe.retune)
@@ -143,7 +143,7 @@ class Worker:
         self.preset = preset_for(self.model, recipe.preset)
 
     def _load(self) -> Any:
-        from .loader import add_versions, load_model
+        from ..loader import add_versions, load_model
 
         recipe = self.recipe
         model = load_model(recipe.model, recipe.device, recipe.models_dir, self.latency)
@@ -168,8 +168,8 @@ class Worker:
         is given the forms once the engine is made, before the file is rendered."""
         import torch
 
+        from ..passes.convolution import form_plan
         from .frames import source_info
-        from .passes.convolution import form_plan
 
         began = time.time()
         torch.manual_seed(self.recipe.seed)  # what a model draws: the same in any process
@@ -208,7 +208,7 @@ class Worker:
     def forms(self, channels: int, plan: list) -> list:
         """The convolution forms an engine for files of ``channels`` chooses (adopting
         ``plan``'s): what a Ray run hands every actor before they render."""
-        from .passes.convolution import form_plan
+        from ..passes.convolution import form_plan
 
         self._engine(channels, plan)
         return form_plan()
@@ -216,9 +216,9 @@ class Worker:
     def _engine(self, channels: int, plan: list) -> Any:
         """An engine over a fresh model for files of ``channels``, with the forms ``plan``
         (those it lacks are timed)."""
-        from .audiofile import streams_for
-        from .engine import StreamEngine
-        from .passes.convolution import use_form_plan
+        from ..audiofile import streams_for
+        from ..engine import StreamEngine
+        from ..passes.convolution import use_form_plan
 
         use_form_plan(plan)
         recipe, model = self.recipe, self._fresh_model()
@@ -348,7 +348,7 @@ def _check_forms(plan: list, path: Path) -> None:
     """Refuse a manifest's convolution forms that name no form, or one that cannot compute its
     convolution (:mod:`bendserver.passes.convolution`: a transposed one's own, a stride only
     where a form takes it, none for a one-tap kernel of stride 1 but the strided ones)."""
-    from .passes.convolution import FORMS, STRIDED, TRANSPOSED_FORMS
+    from ..passes.convolution import FORMS, STRIDED, TRANSPOSED_FORMS
 
     for entry in plan:
         try:

@@ -22,17 +22,17 @@ import torch.fx
 from tabulate import tabulate
 from torch import nn
 
-from .bending.base import BendingOp, BoundOp
-from .bending.config import BendingConfig
-from .bending.fold import FoldLayer, fold_layers, fold_states, folding_ops, reader_folds
-from .bending.graph import activation_nodes, graph_module, insert_ops
-from .bending.inert import inert_nodes
-from .bending.weights import DEFAULT_VERSION, WeightBank, shadow_copy
-from .errors import BendingError
-from .files import write_text
-from .slices import breathe
-from .tracing import BendingTracer, restoring_buffers
-from .tracing.script import ConversionError, ScriptConverter, assigned_attributes, setter_writes
+from ..errors import BendingError
+from ..files import write_text
+from ..slices import breathe
+from ..tracing import BendingTracer, restoring_buffers
+from ..tracing.script import ConversionError, ScriptConverter, assigned_attributes, setter_writes
+from .base import BendingOp, BoundOp
+from .config import BendingConfig
+from .fold import FoldLayer, fold_layers, fold_states, folding_ops, reader_folds
+from .graph import activation_nodes, graph_module, insert_ops
+from .inert import inert_nodes
+from .weights import DEFAULT_VERSION, WeightBank, shadow_copy
 
 _FN_KEY = re.compile(r"([A-Za-z_]\w*):(.*)", re.DOTALL)
 
@@ -480,16 +480,6 @@ class BendedModule:
                 return {}
             states.update(folded)
         return states
-
-    def unbend(self, op: BendingOp) -> None:
-        """Remove ``op`` from every weight and activation it bends."""
-        if not any(b.op is op for b in self._bends):
-            raise BendingError(f"{op!r} does not bend this module")
-        if any(b.op is op and b.activations for b in self._bends):
-            self._runners.clear()
-        self._bends = [b for b in self._bends if b.op is not op]
-        self._bound = {k: v for k, v in self._bound.items() if v[0] is not op}
-        self._weights.remove_op(op)
 
     def bending_config(self) -> BendingConfig:
         """The current bends as a config bound to this module."""

@@ -14,7 +14,7 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 from torch import nn
 
-from .tracing import restoring_buffers
+from . import restoring_buffers
 
 #: Seconds of audio the probe plays at most before it says the output does not depend on the
 #: input.

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 from scipy.signal import stft
 
-from .audiofile import read_sound, resample_audio
-from .control import route
-from .errors import BendingError
-from .readers import decimal
-from .render import ScoreEvent
+from ..audiofile import read_sound, resample_audio
+from ..control import route
+from ..errors import BendingError
+from ..readers import decimal
+from .offline import ScoreEvent
 
 
 @dataclass(frozen=True)

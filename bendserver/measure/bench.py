@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .engine import StreamEngine
-from .loader import load_model, resolve_device
-from .presets import preset_for
-from .rackspec import RackSpec
+from ..engine import StreamEngine
+from ..loader import load_model, resolve_device
+from ..presets.library import preset_for
+from ..rackspec import RackSpec
 
 
 def _percentiles(samples: Sequence[float]) -> dict[str, float]:

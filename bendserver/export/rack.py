@@ -1,7 +1,7 @@
 """Export a rack as one nn~ TorchScript file: each node exported as a single model is, played
 in the rack's order by one ``forward``.
 
-Each node (a named edge included) is what :func:`~bendserver.export.export_model` writes for
+Each node (a named edge included) is what :func:`~bendserver.export.model.export_model` writes for
 its model, method and preset, held as a submodule (``node_<i>``). The root's ``forward`` feeds
 the nodes as the live :class:`~bendserver.engine.rack.Rack` does: each edge scaled by its gain,
 the edges into a node summed, a branch that arrives early delayed by a line held in the file's
@@ -19,14 +19,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .engine.node import Node
-from .engine.rack import IN, OUT, Rack
-from .errors import BendingError
-from .export import FLOAT_ATTRIBUTE, export_model
-from .files import writing
-from .loader import LoadedModel
-from .presets import Preset
-from .rackspec import RackSpec, wire
+from ..engine.node import Node
+from ..engine.rack import IN, OUT, Rack
+from ..errors import BendingError
+from ..files import writing
+from ..loader import LoadedModel
+from ..presets.library import Preset
+from ..rackspec import RackSpec, wire
+from .model import FLOAT_ATTRIBUTE, export_model
 
 
 def export_rack(

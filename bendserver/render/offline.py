@@ -24,7 +24,7 @@ import soundfile as sf
 import soxr
 from tqdm import tqdm
 
-from .audiofile import (
+from ..audiofile import (
     check_rate,
     fit_channels,
     output_subtype,
@@ -32,14 +32,14 @@ from .audiofile import (
     resample_audio,
     streams_for,
 )
-from .control import Controller
-from .engine import StreamEngine
-from .errors import BendingError
-from .files import same_file, writing
+from ..control import Controller
+from ..engine import StreamEngine
+from ..errors import BendingError
+from ..files import same_file, writing
+from ..limits import MAX_SCORE_CHANGES, MAX_SCORE_EVENTS
+from ..readers import decimal, read_text
 from .frames import SUFFIXES as FRAMES
 from .frames import is_frames_file, read_frames, write_frames
-from .limits import MAX_SCORE_CHANGES, MAX_SCORE_EVENTS
-from .readers import decimal, read_text
 
 log = logging.getLogger("bendserver.render")
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .audiofile import read_sound
-from .files import write_text, writing
+from ..audiofile import read_sound
+from ..files import write_text, writing
 from .sweep import FEATURES, Axis, spectrogram_db
 
 #: Spectrograms are drawn up to this frequency (Hz) and over this range (dB below the top).

@@ -2,7 +2,7 @@
 
 For each block size it starts a JACK server on the dummy driver (a real clock, no sound card),
 ``bendserver serve`` on it with the model and its preset, and for each load a client process
-(:mod:`bendserver.osc.loadgen`) sending the preset's parameters; after each load the client
+(:mod:`bendserver.measure.loadgen`) sending the preset's parameters; after each load the client
 sends one final value per address, and the table says whether the server ended with those
 values, beside xruns, late blocks, messages received / coalesced / dropped, compute and
 callback-start jitter. Anyone can run it (Debian: ``jackd2``); its figures are the ones the docs
@@ -33,11 +33,11 @@ from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 from tabulate import tabulate
 
-from .audio.jackclient import JackXruns
-from .errors import BendingError
-from .loader import load_model
-from .osc.intake import LOSSES
-from .presets import load_preset, preset_for
+from ..audio.jackclient import JackXruns
+from ..errors import BendingError
+from ..loader import load_model
+from ..osc.intake import LOSSES
+from ..presets.library import load_preset, preset_for
 
 #: Loads: a name and (messages a second, seconds; a negative seconds value means that many
 #: thousand messages, sent as fast as one client can).
@@ -62,8 +62,8 @@ LATENCY = "latency"
 #: no OSC and once under each OSC load of the run (the load client sending at the same rate to
 #: a port that nobody reads: the machine as busy with the sender as in the server's row).
 C_REFERENCE = "c"
-_LOADGEN = Path(__file__).parent / "osc" / "loadgen.py"
-_REFERENCE = Path(__file__).parent / "audio" / "reference.py"
+_LOADGEN = Path(__file__).parent / "loadgen.py"
+_REFERENCE = Path(__file__).parent / "reference.py"
 
 
 @dataclass
@@ -182,7 +182,7 @@ def _parameters(
 ) -> list[tuple]:
     """The addresses the client sends: each parameter of the preset's ops, in its range (capped
     to musical values), and the output gain."""
-    from .bending.ops import OPS
+    from ..bending.ops import OPS
 
     loaded = load_model(model, search=search, latency=latency)
     chosen = preset_for(loaded, preset)
@@ -286,7 +286,7 @@ class Latency:
     total_measured_ms: float = 0.0  #: the impulse through the path, plus the model's own
 
 
-_LOOPBACK = Path(__file__).parent / "audio" / "jackclient.py"
+_LOOPBACK = Path(__file__).parent.parent / "audio" / "jackclient.py"
 
 
 def _latency(
@@ -294,7 +294,7 @@ def _latency(
 ) -> Latency:
     """The latency row of the server behind ``osc`` (in bypass while measured) on a JACK
     server of ``rate``."""
-    from .audio.jackclient import delays
+    from ..audio.jackclient import delays
 
     source, sink = _server_ports(jack)
     _send(osc, "/engine/bypass", 1)
@@ -362,7 +362,7 @@ def _control_latency(
     output that changed, with a tone through the server."""
     import random
 
-    from .audio.jackclient import jack_now
+    from ..audio.jackclient import jack_now
 
     sent: list[tuple[float, float]] = []
 
@@ -400,7 +400,7 @@ def _jack_env(jack: str) -> dict[str, str]:
 
 
 def _send_load(port: int, load: str, seconds: float, ranges: list, value: float) -> int:
-    """Run the load client (:mod:`bendserver.osc.loadgen`) of ``load`` against ``port`` (with
+    """Run the load client (:mod:`bendserver.measure.loadgen`) of ``load`` against ``port`` (with
     ``value`` as the final values); how many messages it sent."""
     rate, duration = LOADS[load]
     duration = duration * seconds if duration > 0 else duration
@@ -447,7 +447,7 @@ def _c_reference(
 
 
 def _reference(jack: str, watch: JackXruns, block: int, seconds: float, work_ms: float) -> Row:
-    """The reference client's row (:mod:`bendserver.audio.reference`) on JACK server ``jack``."""
+    """The reference client's row (:mod:`bendserver.measure.reference`) on JACK server ``jack``."""
     env = _jack_env(jack)
     before = watch.count
     client = subprocess.run(
@@ -555,7 +555,7 @@ def _served(
 FINAL_ADDRESS = "/engine/gain"
 #: Addresses the fuzzer leaves to the checks: their replies must be the checks' own.
 _CHECKS = ("/ping", "/stats", f"/get{FINAL_ADDRESS}")
-_FUZZGEN = Path(__file__).parent / "osc" / "fuzzgen.py"
+_FUZZGEN = Path(__file__).parent / "fuzzgen.py"
 #: Seconds between pings while the fuzz runs, and how long a ping may wait for its /pong.
 PING_EVERY, PING_TIMEOUT = 0.05, 2.0
 
@@ -595,7 +595,7 @@ def run_fuzz(
     latency: int | None = None,
 ) -> FuzzReport:
     """Fuzz a live server (JACK dummy clock, a fresh user folder) for ``seconds`` at ``rate``
-    datagrams a second, from 127.0.0.1 only (:mod:`bendserver.osc.fuzzgen`)."""
+    datagrams a second, from 127.0.0.1 only (:mod:`bendserver.measure.fuzzgen`)."""
     if not (0 < seconds <= 3600 and 0 < rate <= 100_000):
         raise BendingError("--fuzz takes 0 to 3600 seconds, --rate 0 to 100000 a second")
     report = FuzzReport(block, seconds, rate, seed, "JACK dummy" if _has_jack() else "null")

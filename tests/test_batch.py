@@ -226,7 +226,7 @@ def test_a_file_put_in_place_as_the_run_is_interrupted_is_recorded(tmp_path, mon
     """The finding (the test above failed one run in four): Ctrl-C right after a file was put
     in place, before the manifest recorded it, left the file unrecorded. Now Ctrl-C waits
     until both are done."""
-    from bendserver import batch
+    from bendserver.render import batch
 
     put = batch.commit
 

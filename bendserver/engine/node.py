@@ -153,6 +153,9 @@ class Node:
         self.time = 0
         #: Changes due wait while set (the rack holds them to apply several nodes' at once).
         self.held = False
+        #: The rack's modulators (:mod:`bendserver.modulation`), once it has some: around
+        #: applying changes, they put the parameters they drive back and drive them again.
+        self.modulated: Any = None
         if preset is not None:
             self.load_preset(preset)
             self.apply_due()
@@ -410,7 +413,10 @@ class Node:
     def apply_due(self) -> None:
         """Apply the changes due at this block and advance the ramps (audio side: the first
         step of :meth:`process`)."""
+        modulated = self.modulated
         with self._on_device_stream():  # on a GPU: weight copies and parameter writes
+            if modulated is not None:
+                modulated.restore(self)
             due = () if self.held else self.commands.due(self.time)
             for command in due:
                 if not command.cancelled:
@@ -425,6 +431,8 @@ class Node:
             for command in due:
                 self.commands.finish(command)
             finished = [key for key, ramp in self._ramps.items() if not ramp.advance()]
+            if modulated is not None:
+                modulated.drive(self)
         for key in finished:
             del self._ramps[key]
 
@@ -512,6 +520,11 @@ class Node:
 
     def op(self, op_id: str) -> BendingOp:
         return self._bends.op(self.state.op(op_id).uid)
+
+    def bends_activations(self, op_id: str) -> bool:
+        """Whether op ``op_id`` of the pending state bends activations (its parameters are
+        read as blocks run), not only weights."""
+        return bool(self._bends.live[self.state.op(op_id).uid].activations)
 
     @property
     def folded_ops(self) -> list[str]:

@@ -125,6 +125,8 @@ class Rack:
         self.swapped_at: int | None = None
         self._incoming: NodeSwap | None = None
         self._fading: NodeSwap | None = None
+        #: The rack's modulators (:mod:`bendserver.modulation`; None: none were added).
+        self.modulation: Any = None
 
     def _layout(self, nodes: dict[str, Node], edges: list[Edge]) -> Layout:
         """What the rack plays with ``nodes`` joined by ``edges``: checked, ordered, each
@@ -280,6 +282,9 @@ class Rack:
             self._fading.node.time = self.nodes[self._fading.name].time
             self.swapped_at = self.time
         fading = self._fading
+        modulation = self.modulation
+        if modulation is not None:
+            modulation.begin(self.time, dry)
         outputs = {IN: dry}
         for name in self.order:
             x = self._gathered(name, outputs)
@@ -291,6 +296,8 @@ class Rack:
             else:
                 outputs[name] = node.process(x)
             node.compute.record(time.perf_counter() - node_started, self._budget)
+            if modulation is not None:
+                modulation.heard(name, outputs[name], self.time)
         for name, frames in self.frame_taps.items():
             if name in outputs:
                 frames.record(outputs[name])

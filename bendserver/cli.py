@@ -608,7 +608,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 50; 0: at a block boundary, no fade)",
     )
     serve.add_argument("--record", help="write the output to this sound file")
-    serve.add_argument("--force", action="store_true", help="overwrite the --record file")
+    serve.add_argument(
+        "--record-score",
+        metavar="FILE",
+        help="write every change applied, at its block, as a score (render --score FILE "
+        "--block N over the same input plays the same samples)",
+    )
+    serve.add_argument(
+        "--force", action="store_true", help="overwrite the --record (--record-score) file"
+    )
     serve.add_argument(
         "--latency-mode",
         choices=["ring", "direct", "threaded"],

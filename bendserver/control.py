@@ -14,6 +14,7 @@ in its bounded :class:`~bendserver.schedule.Schedule` until it is that close.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from .modulation import KINDS, Modulators, modulators_of
 from .paths import user_dir
 from .presets import Preset, PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
+from .takes import ScoreRecorder
 
 Reply = tuple[str, list[Any]]
 Counters = Callable[[], dict[str, float]]
@@ -190,6 +192,9 @@ class Controller:
         #: A live server's frames at a control rate (:class:`~bendserver.osc.frames.
         #: FrameStreams`: ``/out/subscribe``, ``/in/...``; None: there are none).
         self.frames: Any = None
+        #: The take being recorded as a score (``/record/score``, ``serve --record-score``).
+        self.recorder: ScoreRecorder | None = None
+        self.scores_folder = user_dir() / "scores"  #: where ``/record/score <name>`` writes
 
     def dispatch(
         self,
@@ -210,8 +215,27 @@ class Controller:
             if at > self._horizon():
                 self.schedule.add(at, client, address, values, match)
                 return []
-        replies = ctl._answered(match.entry.handler(ctl, match, values, at))
-        self._rerouted(match.entry, at)
+        return self._handled(ctl, match, values, at, address, args)
+
+    def _handled(
+        self,
+        ctl: Controller,
+        match: Match,
+        values: list[Any],
+        at: int | None,
+        address: str,
+        args: Sequence[Any],
+    ) -> list[Reply]:
+        """Run a message's handler (recorded into a score while one records)."""
+        recorder = self.recorder
+        recording = (
+            contextlib.nullcontext(at)
+            if recorder is None or match.entry.query
+            else recorder.recording(ctl, match.entry.pattern, address, args, at)
+        )
+        with recording as at:
+            replies = ctl._answered(match.entry.handler(ctl, match, values, at))
+            self._rerouted(match.entry, at)
         return replies
 
     def _rerouted(self, entry: Address, at: int | None) -> None:
@@ -219,7 +243,7 @@ class Controller:
         built again over the ops to come (``/mod/...`` builds its own)."""
         modulation = getattr(self.engine, "modulation", None)
         if modulation is not None and not (entry.coalesce or entry.query):
-            if not entry.pattern.startswith(("/mod/", "/midi/", "/preset/save")):
+            if not entry.pattern.startswith(("/mod/", "/midi/", "/preset/save", "/record/")):
                 modulation.refresh(at)
 
     def _target(self, address: str) -> tuple[Controller, str]:
@@ -290,9 +314,8 @@ class Controller:
     def apply(self, item: Scheduled) -> list[Reply]:
         """Apply a scheduled message from :meth:`due` at its time (a node's: to that node)."""
         ctl, _ = self._target(item.address)
-        replies = item.route.entry.handler(ctl, item.route, list(item.values), item.at)
-        self._rerouted(item.route.entry, item.at)
-        return ctl._answered(replies)
+        values = list(item.values)
+        return self._handled(ctl, item.route, values, item.at, item.address, values)
 
     def seconds_to_due(self) -> float | None:
         """Seconds until the next scheduled message is to be prepared, or None."""
@@ -757,6 +780,48 @@ def _mod_list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> lis
     return [*replies, ("/mod/list", [len(_modulation_state(ctl))])]
 
 
+def _record_score(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    _mods(ctl)  # a node's controller is refused: the take is the rack's
+    if ctl.recorder is not None:
+        raise BendingError(f"a score is recording ('{ctl.recorder.name}'): /record/stop first")
+    name, *overwrite = args
+    path = ctl.scores_folder / f"{check_name(name)}.txt"
+    if path.exists() and not (overwrite and overwrite[0]):
+        raise BendingError(f"score '{name}' exists: /record/score {name} 1 replaces it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ctl.recorder = ScoreRecorder(ctl.engine, path, name)
+    modulators_of(ctl.engine)  # their changes are recorded at the block they apply at
+    return [("/record/started", [name, ctl.engine.time])]
+
+
+def _record_stop(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    recorder = ctl.recorder
+    if recorder is None:
+        raise BendingError("no score is recording: /record/score <name> starts one")
+    ctl.recorder = None
+    path = recorder.stop()
+    return [("/record/stopped", [recorder.name, len(recorder.events), str(path)])]
+
+
+_RECORD_ADDRESSES = (
+    Address(
+        "/record/score",
+        Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
+        "record every change applied from the next block on, at its block, as a score in the "
+        "user's scores folder (render --score plays it again; 1: replace one of that name); "
+        "reply /record/started name sample",
+        _record_score,
+        rack=True,
+    ),
+    Address(
+        "/record/stop",
+        Schema(),
+        "write the score being recorded; reply /record/stopped name messages path",
+        _record_stop,
+        rack=True,
+    ),
+)
+
 #: The addresses of the modulators (``rack``: sent without a node's name).
 _MOD_ADDRESSES = (
     Address(
@@ -1080,6 +1145,7 @@ ADDRESSES: tuple[Address, ...] = (
         rack=True,
     ),
     *_MOD_ADDRESSES,
+    *_RECORD_ADDRESSES,
     Address(
         "/<node>/<address>",
         Schema(),

@@ -613,7 +613,7 @@ def _score_recorder(engine: Rack, options: ServeOptions) -> ScoreRecorder:
         raise BendingError(f"--record-score: {path} exists (--force replaces it)")
     check_writable(path)
     modulators_of(engine)  # their changes are recorded at the block they apply at
-    return ScoreRecorder(engine, path)
+    return ScoreRecorder(engine, path, preroll=True)
 
 
 def _source(text: str, engine: Rack, frames: int) -> tuple[Any, str | None]:

@@ -48,11 +48,14 @@ class ScoreRecorder:
     """Records the changes applied to ``engine`` (a rack) from the next block on, into
     ``path`` when :meth:`stop` is called."""
 
-    def __init__(self, engine: Any, path: Path, name: str = "") -> None:
+    def __init__(self, engine: Any, path: Path, name: str = "", preroll: bool = False) -> None:
         self.engine = engine
         self.path = Path(path)
         self.name = name or self.path.stem
         self.start = engine.time  #: score times count from this block
+        #: Whether the take starts at the stream's start (after only a server's warm-up, on
+        #: silence): its score then plays that silence first (``/preroll``).
+        self.preroll = preroll
         self.events: list[_Event] = []
         self.full = False  #: set once :data:`MAX_SCORE_EVENTS` were recorded
         self._lock = threading.Lock()
@@ -100,6 +103,8 @@ class ScoreRecorder:
             f"sample {self.start}",
             f"# render over the same input with --block {block} to play the same samples",
         ]
+        if self.preroll:  # the silence a server warmed up on, before its first block
+            lines.append(f"0 /preroll {self.start}")
         with self._lock:
             events = sorted(self.events, key=lambda e: e.applied_at())
         for event in events:

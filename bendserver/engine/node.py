@@ -154,7 +154,8 @@ class Node:
         #: Changes due wait while set (the rack holds them to apply several nodes' at once).
         self.held = False
         #: The rack's modulators (:mod:`bendserver.modulation`), once it has some: around
-        #: applying changes, they put the parameters they drive back and drive them again.
+        #: applying changes (and ramps), they put the parameters they drive back to their own
+        #: values, and drive them again after.
         self.modulated: Any = None
         if preset is not None:
             self.load_preset(preset)
@@ -415,9 +416,9 @@ class Node:
         step of :meth:`process`)."""
         modulated = self.modulated
         with self._on_device_stream():  # on a GPU: weight copies and parameter writes
-            if modulated is not None:
-                modulated.restore(self)
             due = () if self.held else self.commands.due(self.time)
+            if modulated is not None and (due or self._ramps):  # they move the own values
+                modulated.restore(self)
             for command in due:
                 if not command.cancelled:
                     try:

@@ -8,7 +8,7 @@ block by the rack, so that a render plays them as live.
 """
 
 from .kinds import KINDS, Modulator
-from .modulators import Modulators, modulators_of
+from .modulators import Modulators, exercised, modulators_of
 from .state import ModState, Route
 
-__all__ = ["KINDS", "ModState", "Modulator", "Modulators", "Route", "modulators_of"]
+__all__ = ["KINDS", "ModState", "Modulator", "Modulators", "Route", "exercised", "modulators_of"]

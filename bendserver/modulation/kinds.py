@@ -65,8 +65,9 @@ class Modulator:
 
 
 def rms(signal: np.ndarray) -> float:
-    """The root mean square of a block (all channels)."""
-    return float(np.sqrt(np.mean(np.square(signal, dtype=np.float64)))) if signal.size else 0.0
+    """The root mean square of a block (all channels; a dot product: no temporary)."""
+    flat = signal.reshape(-1)
+    return math.sqrt(float(np.dot(flat, flat)) / flat.size) if flat.size else 0.0
 
 
 def smoothing(ms: float, block: int, rate: int) -> float:

@@ -320,6 +320,31 @@ class Modulators:
         return node, ("bend", op_id, param_name), param.low, param.high
 
 
+def exercised(rack: Any, routes: int = 8) -> list[str]:
+    """Four modulators (an LFO, a drift, a step sequence, a follower) driving ``routes``
+    routes round the parameters a modulator can drive (each node's ops on activations, output
+    gain and mix): what ``bench`` and ``stress`` measure. Returns the routes' addresses."""
+    mods = modulators_of(rack)
+    several = len(rack.nodes) > 1
+    addresses = []
+    for name, node in rack.nodes.items():
+        prefix = f"/{name}" if several else ""
+        for op_id in node.state.op_ids:
+            if node.bends_activations(op_id) and op_id not in node.folded_ops:
+                addresses += [f"{prefix}/bend/{op_id}/{p}" for p, _ in node.state.op(op_id).params]
+        addresses += [f"{prefix}/engine/gain", f"{prefix}/engine/mix"]
+    kinds = {"lfo": {"rate": 2.0}, "drift": {"rate": 1.0, "seed": 1.0}, "steps": {},
+             "follower": {}}  # fmt: skip
+    for kind, values in kinds.items():
+        mods.add(f"bench_{kind}", kind, values)
+    routed = []
+    for index in range(routes):
+        address = addresses[index % len(addresses)]
+        mods.route(f"bench_{list(kinds)[index % len(kinds)]}", address, 0.01)
+        routed.append(address)
+    return routed
+
+
 def modulators_of(rack: Any) -> Modulators:
     """The rack's modulators, made and installed on the rack and its nodes the first time."""
     mods = rack.modulation

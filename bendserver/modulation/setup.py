@@ -3,9 +3,10 @@
 A setup holds the modulator objects by id, who listens to what, and for each node the
 parameters its routes drive (:class:`Target`: a live op's parameter tensor, or the node's output
 gain or mix). Per block, the rack asks every modulator for its value (:meth:`Setup.begin`);
-each node, around applying its own changes, puts its driven parameters back to their own
-values (:meth:`Setup.restore`) and then writes them modulated (:meth:`Setup.drive`), so a ramp
-or a change moves the parameter's own value and the modulation rides on it.
+each node, before applying its own changes or ramps (in a block that has some), puts its driven
+parameters back to their own values (:meth:`Setup.restore`), and after them writes them
+modulated (:meth:`Setup.drive`), so a ramp or a change moves the parameter's own value and the
+modulation rides on it.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ class Target:
         raise NotImplementedError
 
     def drive(self) -> None:
-        self.base = self.read()
-        total = self.base + sum(m.level * span for m, span in self.routes)
+        if not self.written:  # restored (a change or a ramp may have moved it): read again
+            self.base = self.read()
+        total = self.base
+        for mod, span in self.routes:
+            total += mod.level * span
         self.write(min(self.high, max(self.low, total)))
         self.written = True
 

@@ -494,6 +494,10 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
         "nodes": lambda: list(getattr(engine, "order", [])),
         "weights": lambda: engine.bended.weight_names,
         "activations": lambda: engine.bended.activation_names(engine.method),
+        "targets": lambda: [
+            *engine.bended.activation_names(engine.method),
+            *engine.bended.weight_names,
+        ],
         "versions": lambda: engine.versions,
         "ops": lambda: engine.state.op_ids,
         "types": lambda: sorted(OPS),
@@ -931,7 +935,11 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/bend/add",
         Schema(
-            (Arg("id", "text"), Arg("Op", "text", choices="types"), Arg("key", "text")),
+            (
+                Arg("id", "text"),
+                Arg("Op", "text", choices="types"),
+                Arg("key", "text", choices="targets"),
+            ),
             (),
             (
                 Arg("param", "text"),
@@ -1035,7 +1043,8 @@ ADDRESSES: tuple[Address, ...] = (
         "/list",
         Schema((), (Arg("what", "text"),)),
         "reply with names: addresses, nodes (a rack's, in playing order), weights, "
-        "activations, versions, ops, types, bends, presets, attributes",
+        "activations, targets (both), versions, ops, types, bends, presets, attributes, "
+        "modulators, kinds",
         _list,
         query=True,
         rack=True,

@@ -270,7 +270,8 @@ class Server:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
         name = f"bendserver {_title(self.engine)}"
         recent = self.frames.recent if self.frames is not None else None
-        meters = self.meters = Meters(self.engine, self.counters, recent)  # the control page's
+        errors = lambda: list(self.osc.worker.recent_errors)  # noqa: E731
+        meters = self.meters = Meters(self.engine, self.counters, recent, errors)  # the page's
         make = lambda p: OscQueryService(
             self.controller, options.osc_host, p, self.osc.port, self.gate, name,
             options.zeroconf, options.allow, self.osc.submit, meters,

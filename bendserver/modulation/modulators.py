@@ -240,6 +240,23 @@ class Modulators:
         kind_of(mod.kind).knobs.get(name) or mod.with_value(name, 0.0)  # names the parameters
         return mod.value(name)
 
+    def shown(self) -> dict[str, Any]:
+        """What the page shows (read on the control side, as the audio side writes): each
+        modulator's last value and the addresses it drives, each driven address's value."""
+        setup = self._setup
+        routes = {mod.mod_id: [r.address for r in mod.routes] for mod in self.state}
+        return {
+            "levels": {
+                mod_id: {"value": round(mod.level, 4), "drives": routes.get(mod_id, [])}
+                for mod_id, mod in setup.mods.items()
+            },
+            "driven": {
+                address: round(target.played, 6)
+                for address, target in setup.addresses.items()
+                if target.written
+            },
+        }
+
     def param_range(self, mod_id: str, name: str) -> tuple[float, float]:
         knob = kind_of(self.mod(mod_id).kind).knobs.get(name)
         if knob is None:
@@ -259,6 +276,7 @@ class Modulators:
                 made.steps = mod.steps  # type: ignore[attr-defined]
             mods[mod.mod_id] = made
         targets: dict[Any, dict[tuple[str, ...], Target]] = {}
+        addresses: dict[str, Target] = {}
         for mod in state:
             for route in mod.routes:
                 try:
@@ -271,9 +289,10 @@ class Modulators:
                     target = self._target(node, where, low, high)
                     per_node[where] = target
                 target.routes.append((mods[mod.mod_id], route.depth * (route.high - route.low)))
+                addresses[route.address] = target
                 target.low = min(target.low, route.low) if target.routes[1:] else route.low
                 target.high = max(target.high, route.high) if target.routes[1:] else route.high
-        return Setup(mods, {node: list(t.values()) for node, t in targets.items()})
+        return Setup(mods, {node: list(t.values()) for node, t in targets.items()}, addresses)
 
     def _target(self, node: Any, where: tuple[str, ...], low: float, high: float) -> Target:
         if where[0] == "engine":

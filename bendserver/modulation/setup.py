@@ -29,6 +29,7 @@ class Target:
         self.routes: list[tuple[Modulator, float]] = []
         self.base = 0.0  #: its own value, before modulation
         self.written = False  #: whether what it holds now is modulated
+        self.played = 0.0  #: the value it was last driven to
 
     def read(self) -> float:
         raise NotImplementedError
@@ -42,7 +43,8 @@ class Target:
         total = self.base
         for mod, span in self.routes:
             total += mod.level * span
-        self.write(min(self.high, max(self.low, total)))
+        self.played = min(self.high, max(self.low, total))
+        self.write(self.played)
         self.written = True
 
     def restore(self) -> None:
@@ -82,9 +84,16 @@ class SettingTarget(Target):
 class Setup:
     """The modulators by id, their listeners by source, the targets of each node."""
 
-    def __init__(self, mods: dict[str, Modulator], targets: dict[Any, list[Target]]) -> None:
+    def __init__(
+        self,
+        mods: dict[str, Modulator],
+        targets: dict[Any, list[Target]],
+        addresses: dict[str, Target] | None = None,
+    ) -> None:
         self.mods = mods
         self.targets = targets
+        #: Each route's address and the target it drives (what the page shows moving).
+        self.addresses = addresses or {}
         self.listeners: dict[str, list[Modulator]] = {}
         for mod in mods.values():
             if mod.listens:

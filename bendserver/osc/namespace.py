@@ -45,9 +45,12 @@ class Namespace:
         return {name: Namespace(self.controller.node_controller(name)) for name in order}
 
     def states(self) -> tuple[Any, ...]:
-        """The pending and applied states of every node: the tree changes when one does."""
+        """The pending and applied states of every node, and the modulators': the tree changes
+        when one does."""
         nodes = getattr(self.controller.engine, "nodes", {})
-        return tuple(s for node in nodes.values() for s in (node.state, node.applied_state))
+        modulation = getattr(self.controller.engine, "modulation", None)
+        mods = () if modulation is None else (modulation.state,)
+        return (*(s for node in nodes.values() for s in (node.state, node.applied_state)), *mods)
 
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it (a rack

@@ -464,6 +464,7 @@ def _stress(args: argparse.Namespace) -> int:
         tuple(serve_args),
         args.period,
         args.jack_rate,
+        args.modulators,
     )
     print(format_rows(rows))
     return 0
@@ -852,6 +853,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stress.add_argument(
         "--seconds", type=float, default=20.0, help="seconds each load lasts (default 20)"
+    )
+    stress.add_argument(
+        "--modulators",
+        action="store_true",
+        help="each server plays four modulators on eight routes (docs/modulation.md)",
     )
     stress.add_argument(
         "--mode",

@@ -221,3 +221,22 @@ def test_a_route_follows_the_op_a_preset_loads_in_its_place():
     ctl.dispatch("/preset/load", ["drive"])  # new ops, same ids
     engine(signal(4), RATE)
     assert engine.op("lfo").get("depth") == pytest.approx(0.8 + 0.1 * 10.0)
+
+
+def test_a_modulator_parameter_and_an_envelope_trigger_map_to_midi():
+    import mido
+
+    engine = drive()
+    ctl = Controller(engine)
+    ctl.dispatch("/mod/add", ["w", "lfo"])
+    ctl.dispatch("/mod/add", ["e", "envelope"])
+    ctl.dispatch("/midi/map", ["/mod/w/rate", "cc", 1, 7])  # the parameter's whole range
+    ctl.dispatch("/midi/map", ["/mod/e/trigger", "note", 1, 60])
+    knob = mido.Message("control_change", control=7, value=127)
+    assert ctl.midi.translate(knob) == [("/mod/w/rate", [100.0])]
+    note = mido.Message("note_on", note=60, velocity=90)
+    assert ctl.midi.translate(note) == [("/mod/e/trigger", [1.0])]
+    for address, args in ctl.midi.translate(knob) + ctl.midi.translate(note):
+        ctl.dispatch(address, args)
+    engine(np.zeros((1, 2 * BLOCK)), RATE)  # the second block starts past the 5 ms attack
+    assert engine.modulation.get("w", "rate") == 100.0 and engine.modulation.levels["e"] == 1.0

@@ -103,3 +103,13 @@ def test_a_take_with_osc_midi_and_modulators_renders_again_sample_for_sample(
     print(f"\ntake: {played.shape[0] / RATE:.2f} s, {text.count(chr(10)) - 2} changes")
     assert np.abs(rendered).max() > 0.01
     np.testing.assert_array_equal(rendered, played)
+
+
+def test_the_stress_command_plays_four_modulators_on_eight_routes(capsys):
+    from bendserver.cli import main
+
+    need("jackd")
+    code = main(["stress", "--block", "256", "--load", "0", "--seconds", "1", "--modulators"])
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "+ 4 modulators, 8 routes" in table

@@ -117,12 +117,15 @@ class Drift(Modulator):
     def __init__(self, values: dict[str, float], source: str = INPUT) -> None:
         super().__init__(values, source)
         self.position = 0.0
+        self._points = (-1, -1, 0.0, 0.0)  #: (seed, index, its point, the next): drawn once
 
     def value(self, time: int, block: int, rate: int) -> float:
         index = math.floor(self.position)
         ease = (1 - math.cos(math.pi * (self.position - index))) / 2
         seed = int(self.values["seed"])
-        a, b = _point(seed, index), _point(seed, index + 1)
+        if self._points[:2] != (seed, index):
+            self._points = (seed, index, _point(seed, index), _point(seed, index + 1))
+        a, b = self._points[2:]
         self.level = a + (b - a) * ease
         self.position += self.values["rate"] * block / rate
         return self.level

@@ -7,35 +7,16 @@ mark, an op added and removed, an /error shown; and on one model, the XY puck fo
 import time
 
 import pytest
-from jack import ROOT, Replies, oscsend
-from test_page import CHROMIUM_ARGS, VIEWPORT
+import test_page
+from jack import ROOT, oscsend
 
 from bendserver.rackspec import RackSpec
 from bendserver.serve import ServeOptions, Server
 
 RACK = ROOT / "racks" / "wavae_drive.toml"
 SCREENSHOT = ROOT / "docs" / "images" / "rack-page.png"
-
-
-@pytest.fixture(scope="module")
-def replies():
-    listener = Replies()
-    yield listener
-    listener.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    import shutil
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("chromium is not installed (Debian package chromium)")
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+#: The page's fixtures: a browser, its page (of this module's server), the reply listener.
+browser, page, replies = test_page.browser, test_page.page, test_page.replies
 
 
 @pytest.fixture(scope="module")
@@ -46,18 +27,6 @@ def server(replies):
     )  # fmt: skip
     with Server(options) as running:
         yield running
-
-
-@pytest.fixture
-def page(browser, server):
-    page = browser.new_page(viewport=VIEWPORT)
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{server.oscquery.url}/ui")
-    page.wait_for_selector("body[data-ready]", timeout=10_000)
-    yield page
-    page.close()
-    assert not errors, f"the page's script failed: {errors}"
 
 
 def test_each_node_has_a_card_labelled_by_op_and_parameter(page, server):

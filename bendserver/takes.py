@@ -103,7 +103,7 @@ class ScoreRecorder:
             f"sample {self.start}",
             f"# render over the same input with --block {block} to play the same samples",
         ]
-        if self.preroll:  # the silence a server warmed up on, before its first block
+        if self.preroll and self.start:  # the silence a server warmed up on, before its first block
             lines.append(f"0 /preroll {self.start}")
         with self._lock:
             events = sorted(self.events, key=lambda e: e.applied_at())

@@ -20,17 +20,10 @@ import numpy as np
 
 from ..engine.commands import CommandQueue
 from ..errors import BendingError
+from ..limits import MAX_MODULATORS
 from .kinds import INPUT, KINDS, Modulator, kind_of
 from .setup import SettingTarget, Setup, Target, TensorTarget
-from .state import (
-    MAX_MODULATORS,
-    ModState,
-    Route,
-    checked_steps,
-    from_list,
-    new_mod,
-    to_list,
-)
+from .state import ModState, Route, checked_steps, from_list, new_mod, to_list
 
 #: The engine settings a route may drive, with their ranges.
 SETTINGS = {"gain": (0.0, 16.0), "mix": (0.0, 1.0)}
@@ -47,8 +40,6 @@ class Modulators:
         self.state: tuple[ModState, ...] = ()  #: the pending state
         self._lock = threading.RLock()
         self._setup = Setup({}, {})  #: what plays (audio side)
-        #: The modulators' values as the last block played them (read by the page, ``/get``).
-        self.levels: dict[str, float] = {}
 
     # -- the audio side ------------------------------------------------------------------------
 
@@ -62,9 +53,8 @@ class Modulators:
                 self.commands.applied += 1
         for command in due:
             self.commands.finish(command)
-        setup, rack = self._setup, self.rack
-        setup.begin(time, rack.block, rack.sample_rate, dry)
-        self.levels = {mod_id: mod.level for mod_id, mod in setup.mods.items()}
+        rack = self.rack
+        self._setup.begin(time, rack.block, rack.sample_rate, dry)
 
     def heard(self, source: str, signal: np.ndarray, time: int) -> None:
         """Node ``source``'s output for the block at ``time`` (the rack, after the node)."""
@@ -228,6 +218,11 @@ class Modulators:
         with self._lock:
             if any(mod.routes for mod in self.state):
                 self._change(self.state, at)
+
+    @property
+    def levels(self) -> dict[str, float]:
+        """The modulators' values as the last block played them (``/get``, the page)."""
+        return {mod_id: mod.level for mod_id, mod in self._setup.mods.items()}
 
     def to_list(self) -> list[dict[str, Any]]:
         return to_list(self.state)

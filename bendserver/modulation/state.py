@@ -13,14 +13,9 @@ from typing import Any
 
 from ..engine.state import OP_ID
 from ..errors import BendingError
+from ..limits import MAX_MODULATORS, MAX_ROUTES, MAX_STEPS
 from ..readers import expect, only, optional
 from .kinds import INPUT, Steps, checked_value, kind_of
-
-#: The most modulators a rack plays, and routes each drives.
-MAX_MODULATORS = 64
-MAX_ROUTES = 64
-#: The most values a step sequence has.
-MAX_STEPS = 256
 
 
 @dataclass(frozen=True)

@@ -478,6 +478,7 @@ def _stress(args: argparse.Namespace) -> int:
         tuple(serve_args),
         args.period,
         args.jack_rate,
+        args.modulators,
     )
     print(format_rows(rows))
     return 0
@@ -629,7 +630,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 50; 0: at a block boundary, no fade)",
     )
     serve.add_argument("--record", help="write the output to this sound file")
-    serve.add_argument("--force", action="store_true", help="overwrite the --record file")
+    serve.add_argument(
+        "--record-score",
+        metavar="FILE",
+        help="write every change applied, at its block, as a score (render --score FILE "
+        "--block N over the same input plays the same samples)",
+    )
+    serve.add_argument(
+        "--force", action="store_true", help="overwrite the --record (--record-score) file"
+    )
     serve.add_argument(
         "--latency-mode",
         choices=["ring", "direct", "threaded"],
@@ -842,6 +851,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stress.add_argument(
         "--seconds", type=float, default=20.0, help="seconds each load lasts (default 20)"
+    )
+    stress.add_argument(
+        "--modulators",
+        action="store_true",
+        help="each server plays four modulators on eight routes (docs/modulation.md)",
     )
     stress.add_argument(
         "--mode",

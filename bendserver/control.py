@@ -14,6 +14,7 @@ in its bounded :class:`~bendserver.schedule.Schedule` until it is that close.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -28,9 +29,11 @@ from .engine.target import ControlTarget
 from .errors import BendingError
 from .limits import MAX_RAMP_MS
 from .midi.mappings import Mapping, MidiMap, read_mappings, write_mappings
+from .modulation import KINDS, Modulators, modulators_of
 from .paths import user_dir
 from .presets.library import Preset, PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
+from .takes import ScoreRecorder
 
 Reply = tuple[str, list[Any]]
 Counters = Callable[[], dict[str, float]]
@@ -201,6 +204,9 @@ class Controller:
         self.prefix = ""
         self.switcher = switcher
         self.frames = frames
+        #: The take being recorded as a score (``/record/score``, ``serve --record-score``).
+        self.recorder: ScoreRecorder | None = None
+        self.scores_folder = user_dir() / "scores"  #: where ``/record/score <name>`` writes
 
     def dispatch(
         self,
@@ -221,7 +227,36 @@ class Controller:
             if at > self._horizon():
                 self.schedule.add(at, client, address, values, match)
                 return []
-        return ctl._answered(match.entry.handler(ctl, match, values, at))
+        return self._handled(ctl, match, values, at, address, args)
+
+    def _handled(
+        self,
+        ctl: Controller,
+        match: Match,
+        values: list[Any],
+        at: int | None,
+        address: str,
+        args: Sequence[Any],
+    ) -> list[Reply]:
+        """Run a message's handler (recorded into a score while one records)."""
+        recorder = self.recorder
+        recording = (
+            contextlib.nullcontext(at)
+            if recorder is None or match.entry.query
+            else recorder.recording(ctl, match.entry.pattern, address, args, at)
+        )
+        with recording as at:
+            replies = ctl._answered(match.entry.handler(ctl, match, values, at))
+            self._rerouted(match.entry, at)
+        return replies
+
+    def _rerouted(self, entry: Address, at: int | None) -> None:
+        """After a change of what plays (ops, a preset, a model), the modulators' routes
+        built again over the ops to come (``/mod/...`` builds its own)."""
+        modulation = getattr(self.engine, "modulation", None)
+        if modulation is not None and not (entry.coalesce or entry.query):
+            if not entry.pattern.startswith(("/mod/", "/midi/", "/preset/save", "/record/")):
+                modulation.refresh(at)
 
     def _target(self, address: str) -> tuple[Controller, str]:
         """The controller an address is for (a rack node's, or this one) and the address it
@@ -296,7 +331,8 @@ class Controller:
     def apply(self, item: Scheduled) -> list[Reply]:
         """Apply a scheduled message from :meth:`due` at its time (a node's: to that node)."""
         ctl, _ = self._target(item.address)
-        return ctl._answered(item.route.entry.handler(ctl, item.route, list(item.values), item.at))
+        values = list(item.values)
+        return self._handled(ctl, item.route, values, item.at, item.address, values)
 
     def seconds_to_due(self) -> float | None:
         """Seconds until the next scheduled message is to be prepared, or None."""
@@ -400,6 +436,8 @@ def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
         )
     else:
         ctl.engine.load_preset(preset, at=at)
+    if preset.modulators is not None and hasattr(ctl.engine, "order"):  # the rack's own
+        modulators_of(ctl.engine).load(preset.modulators, at=at)
     if preset.midi:  # a preset without mappings keeps those playing
         ctl.midi.replace(preset.midi)
 
@@ -413,6 +451,9 @@ def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
     else:
         preset = ctl.engine.preset(check_name(name), at=at)
     preset.midi = ctl.midi.mappings()
+    modulation = getattr(ctl.engine, "modulation", None)
+    if modulation is not None and modulation.state:
+        preset.modulators = modulation.to_list()
     ctl.presets.save(preset, overwrite=bool(overwrite and overwrite[0]))
     return [("/preset/saved", [name])]
 
@@ -470,6 +511,10 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
         "nodes": lambda: list(engine.order) if isinstance(engine, Rack) else [],
         "weights": lambda: engine.bended.weight_names,
         "activations": lambda: engine.bended.activation_names(engine.method),
+        "targets": lambda: [
+            *engine.bended.activation_names(engine.method),
+            *engine.bended.weight_names,
+        ],
         "versions": lambda: engine.versions,
         "ops": lambda: engine.state.op_ids,
         "types": lambda: sorted(OPS),
@@ -478,6 +523,8 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
         ],
         "presets": ctl.presets.names,
         "attributes": lambda: list(engine.model.attributes),
+        "modulators": lambda: [m.mod_id for m in _modulation_state(ctl)],
+        "kinds": lambda: list(KINDS),
     }
     if what not in listings:
         raise BendingError(f"/list takes one of {sorted(listings)}")
@@ -486,6 +533,9 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
 
 def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     address = m.path["address"]
+    parts = address.strip("/").split("/")
+    if len(parts) == 3 and parts[0] == "mod":
+        return [(f"/get{address}", [_mods(ctl).get(parts[1], parts[2])])]
     _one_node(ctl, "get", address)
     state = ctl.engine.applied_state
     parts = address.strip("/").split("/")
@@ -553,6 +603,8 @@ def _midi_mapping(ctl: Controller, address: str, source: list[Any], options: lis
     if "param" in path:
         param = ctl.engine.op(path["id"]).param(path["param"])
         low, high = param.low, param.high
+    if "mod" in path and "name" in path:
+        low, high = _mods(ctl).param_range(path["mod"], path["name"])
     if arg.kind == "flag":
         low, high = 0.0, 1.0
     defaults = (None, None, "linear", False, 0.0)
@@ -684,6 +736,195 @@ def _ping(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
     return [("/pong", [])]
 
 
+# -- modulators (bendserver.modulation): the rack's own ------------------------------------
+
+
+def _mods(ctl: Controller) -> Modulators:
+    """The modulators of the rack a controller plays (a node's controller: refused)."""
+    if not hasattr(ctl.engine, "order"):
+        raise BendingError("modulators are the rack's: send /mod/... without a node's name")
+    return modulators_of(ctl.engine)
+
+
+def _modulation_state(ctl: Controller) -> tuple[Any, ...]:
+    modulation = getattr(ctl.engine, "modulation", None)
+    return () if modulation is None else modulation.state
+
+
+def _mod_add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    mod_id, kind, *values = args
+    _mods(ctl).add(mod_id, kind, dict(zip(values[::2], values[1::2], strict=True)), at=at)
+
+
+def _mod_remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    _mods(ctl).remove(args[0], at=at)
+
+
+def _mod_clear(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    _mods(ctl).clear(at=at)
+
+
+def _mod_set(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    _mods(ctl).set(m.path["mod"], m.path["name"], args[0], at=at)
+
+
+def _mod_trigger(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    if args[0]:  # a note's release (0) triggers nothing
+        _mods(ctl).trigger(m.path["mod"], at=at)
+
+
+def _mod_route(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    address, depth, *bounds = args
+    _mods(ctl).route(m.path["mod"], address, depth, *bounds, at=at)
+
+
+def _mod_unroute(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    _mods(ctl).unroute(m.path["mod"], args[0], at=at)
+
+
+def _mod_source(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    _mods(ctl).set_source(m.path["mod"], args[0], at=at)
+
+
+def _mod_steps(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    _mods(ctl).set_steps(m.path["mod"], args, at=at)
+
+
+def _mod_list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    replies: list[Reply] = []
+    for mod in _modulation_state(ctl):
+        flat = [x for pair in mod.values for x in pair]
+        replies.append(("/mod/modulator", [mod.mod_id, mod.kind, mod.source, *flat]))
+        for route in mod.routes:
+            replies.append(("/mod/route", [mod.mod_id, route.address, route.depth, route.low,
+                                           route.high]))  # fmt: skip
+    return [*replies, ("/mod/list", [len(_modulation_state(ctl))])]
+
+
+def _record_score(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    _mods(ctl)  # a node's controller is refused: the take is the rack's
+    if ctl.recorder is not None:
+        raise BendingError(f"a score is recording ('{ctl.recorder.name}'): /record/stop first")
+    name, *overwrite = args
+    path = ctl.scores_folder / f"{check_name(name)}.txt"
+    if path.exists() and not (overwrite and overwrite[0]):
+        raise BendingError(f"score '{name}' exists: /record/score {name} 1 replaces it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ctl.recorder = ScoreRecorder(ctl.engine, path, name)
+    modulators_of(ctl.engine)  # their changes are recorded at the block they apply at
+    return [("/record/started", [name, ctl.engine.time])]
+
+
+def _record_stop(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    recorder = ctl.recorder
+    if recorder is None:
+        raise BendingError("no score is recording: /record/score <name> starts one")
+    ctl.recorder = None
+    path = recorder.stop()
+    return [("/record/stopped", [recorder.name, len(recorder.events), str(path)])]
+
+
+_RECORD_ADDRESSES = (
+    Address(
+        "/record/score",
+        Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
+        "record every change applied from the next block on, at its block, as a score in the "
+        "user's scores folder (render --score plays it again; 1: replace one of that name); "
+        "reply /record/started name sample",
+        _record_score,
+        rack=True,
+    ),
+    Address(
+        "/record/stop",
+        Schema(),
+        "write the score being recorded; reply /record/stopped name messages path",
+        _record_stop,
+        rack=True,
+    ),
+)
+
+#: The addresses of the modulators (``rack``: sent without a node's name).
+_MOD_ADDRESSES = (
+    Address(
+        "/mod/add",
+        Schema(
+            (Arg("id", "text"), Arg("kind", "text", choices="kinds")),
+            repeated=(Arg("param", "text"), Arg("value")),
+        ),
+        "add a modulator: kind lfo, drift, steps, follower or envelope, with parameters "
+        "(docs/modulation.md); it drives nothing until routed",
+        _mod_add,
+        rack=True,
+    ),
+    Address(
+        "/mod/remove",
+        Schema((Arg("id", "text", choices="modulators"),)),
+        "remove a modulator (what it drove goes back to its own value)",
+        _mod_remove,
+        rack=True,
+    ),
+    Address("/mod/clear", Schema(), "remove every modulator", _mod_clear, rack=True),
+    Address(
+        "/mod/<mod>/route",
+        Schema(
+            (Arg("address", "text"), Arg("depth", low=-100.0, high=100.0)),
+            (Arg("low"), Arg("high")),
+        ),  # fmt: skip
+        "drive a parameter (/bend/<op>/<param> on activations, /engine/gain, /engine/mix; a "
+        "rack's node's name first): its own value + depth x the modulator x (high - low), "
+        "within low..high (default: the parameter's range)",
+        _mod_route,
+        rack=True,
+    ),
+    Address(
+        "/mod/<mod>/unroute",
+        Schema((Arg("address", "text"),)),
+        "stop driving a parameter",
+        _mod_unroute,
+        rack=True,
+    ),
+    Address(
+        "/mod/<mod>/source",
+        Schema((Arg("name", "text", choices="nodes"),)),
+        "what a follower or an envelope's onsets listen to: in (the input) or a node's output",
+        _mod_source,
+        rack=True,
+    ),
+    Address(
+        "/mod/<mod>/steps",
+        Schema((Arg("value", low=0.0, high=1.0),), repeated=(Arg("value", low=0.0, high=1.0),)),
+        "a step sequence's values, 0..1, one per step",
+        _mod_steps,
+        rack=True,
+    ),
+    Address(
+        "/mod/<mod>/trigger",
+        Schema((Arg("on", "flag"),)),
+        "start an envelope again at the next block (1; 0: nothing, as a note's release)",
+        _mod_trigger,
+        coalesce=True,
+        rack=True,
+    ),
+    Address(
+        "/mod/<mod>/<name>",
+        Schema((Arg("value"),)),
+        "set a modulator's parameter (lfo: rate phase; drift: rate seed; steps: bpm division; "
+        "follower: attack_ms release_ms gain; envelope: attack_ms hold_ms release_ms onset)",
+        _mod_set,
+        coalesce=True,
+        rack=True,
+    ),
+    Address(
+        "/mod/list",
+        Schema(),
+        "reply /mod/modulator id kind source param value ... for each modulator, "
+        "/mod/route id address depth low high for each route, then /mod/list count",
+        _mod_list,
+        query=True,
+        rack=True,
+    ),
+)
+
 #: The options of a MIDI mapping: its range (default: the parameter's), curve, inversion, ramp.
 _MIDI_OPTIONS = (
     Arg("low"),
@@ -711,7 +952,11 @@ ADDRESSES: tuple[Address, ...] = (
     Address(
         "/bend/add",
         Schema(
-            (Arg("id", "text"), Arg("Op", "text", choices="types"), Arg("key", "text")),
+            (
+                Arg("id", "text"),
+                Arg("Op", "text", choices="types"),
+                Arg("key", "text", choices="targets"),
+            ),
             (),
             (
                 Arg("param", "text"),
@@ -815,7 +1060,8 @@ ADDRESSES: tuple[Address, ...] = (
         "/list",
         Schema((), (Arg("what", "text"),)),
         "reply with names: addresses, nodes (a rack's, in playing order), weights, "
-        "activations, versions, ops, types, bends, presets, attributes",
+        "activations, targets (both), versions, ops, types, bends, presets, attributes, "
+        "modulators, kinds",
         _list,
         query=True,
         rack=True,
@@ -924,6 +1170,8 @@ ADDRESSES: tuple[Address, ...] = (
         _midi_program,
         rack=True,
     ),
+    *_MOD_ADDRESSES,
+    *_RECORD_ADDRESSES,
     Address(
         "/<node>/<address>",
         Schema(),

@@ -76,3 +76,11 @@ PAGE_QUEUE = 256
 PAGE_SEND_SECONDS = 5.0
 #: The most paths one WebSocket client may LISTEN to (the namespace has far fewer).
 PAGE_LISTENS = 4096
+
+# -- modulators ---------------------------------------------------------------------------------
+
+#: The most modulators a rack plays, routes one modulator drives, and values of a step
+#: sequence (each is a little work per block on the audio side).
+MAX_MODULATORS = 64
+MAX_ROUTES = 64
+MAX_STEPS = 256

@@ -47,15 +47,18 @@ from .engine.frames import FrameEnds, HeldFrame, frame_taps
 from .engine.node import Node
 from .engine.rack import Rack
 from .errors import BendingError
+from .files import check_writable
 from .loader import DEFAULT_MODEL, add_versions, load_model
 from .midi.input import MidiInput
 from .midi.mappings import Mapping
+from .modulation import modulators_of
 from .osc import OscService
 from .osc.frames import FRAME_RATE, FrameStreams
 from .osc.oscquery import OscQueryService
 from .presets.library import load_preset, preset_for
 from .rackspec import counted
 from .switching import ModelSwitcher
+from .takes import ScoreRecorder
 from .ui import Meters
 
 log = logging.getLogger("bendserver.serve")
@@ -93,6 +96,8 @@ class ServeOptions:
     block: int | None = None  #: the model's block (None: the model's native block)
     device_block: int | None = None  #: frames per callback (None: the model's block)
     record: str | None = None
+    #: A score of every change applied (``render --score`` plays the take again).
+    record_score: str | None = None
     force: bool = False
     latency_mode: str | None = None  #: None: ring on a device, direct on the null backend
     #: Ring mode: model blocks computed ahead of what the device plays (None: those that last
@@ -250,6 +255,9 @@ class Server:
                 )
                 self.callback.recorder = self.recorder
                 self._parts.append(self.recorder)
+            if options.record_score:  # written once the audio has stopped
+                self.controller.recorder = _score_recorder(engine, options)
+                self._parts.append(self.controller.recorder)
         except BaseException:
             self._close(self._parts)
             raise
@@ -267,7 +275,8 @@ class Server:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
         name = f"bendserver {_title(self.engine)}"
         recent = self.frames.recent if self.frames is not None else None
-        meters = self.meters = Meters(self.engine, self.counters, recent)  # the control page's
+        errors = lambda: list(self.osc.worker.recent_errors)  # noqa: E731
+        meters = self.meters = Meters(self.engine, self.counters, recent, errors)  # the page's
         make = lambda p: OscQueryService(
             self.controller, options.osc_host, p, self.osc.port, self.gate, name,
             options.zeroconf, options.allow, self.osc.submit, meters,
@@ -609,6 +618,16 @@ def _file_channels(text: str) -> int:
     """The channels of an input sound file; one for silence or a device."""
     path = Path(text)
     return sound_info(path).channels if path.is_file() else 1
+
+
+def _score_recorder(engine: Rack, options: ServeOptions) -> ScoreRecorder:
+    """The take's score from the first block on (``--record-score``)."""
+    path = Path(options.record_score)
+    if path.exists() and not options.force:
+        raise BendingError(f"--record-score: {path} exists (--force replaces it)")
+    check_writable(path)
+    modulators_of(engine)  # their changes are recorded at the block they apply at
+    return ScoreRecorder(engine, path, preroll=True)
 
 
 def _source(text: str, engine: Rack, frames: int) -> tuple[Any, str | None]:

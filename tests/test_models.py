@@ -108,6 +108,7 @@ def test_cli_render_info_and_bench(tmp_path, capsys):
     assert set(runs) == {
         "raw eager",
         *(f"engine {run} ({mode})" for run in ("unbended", "+ preset drive") for mode in MODES),
+        "engine + preset, 4 modulators, 8 routes (passes)",
     }
     (apply,) = report["weight_apply"]
     assert apply["parameters"] >= 10_000_000 and apply["apply_p50_us"] > 0

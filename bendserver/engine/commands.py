@@ -33,6 +33,8 @@ class Command:
     cancelled: bool = field(default=False, compare=False)
     #: Set by the audio thread once the command has been applied (or skipped, if cancelled).
     done: bool = field(default=False, compare=False)
+    #: The sample time of the block it applied at (set by the audio thread; -1: not yet).
+    applied_at: int = field(default=-1, compare=False)
 
 
 #: Cancelled commands the audio side's queue holds, beyond as many as live ones, before it
@@ -54,10 +56,15 @@ class CommandQueue:
         self.released: collections.deque[Command] = collections.deque()
         self.cancels = 0  #: commands cancelled (control side)
         self._swept = 0  #: ``cancels`` when the audio side last swept its queue
+        #: Where submitted commands are also listed while set (a score's recording: the block
+        #: each message's change applied at; control side).
+        self.observer: list[Command] | None = None
 
     def submit(self, payload: Any, at: int | None = None, what: str = "") -> Command:
         command = Command(-1 if at is None else int(at), next(self._seq), payload, what)
         self._submitted += 1
+        if self.observer is not None:
+            self.observer.append(command)
         self._incoming.put(command)
         return command
 
@@ -77,6 +84,7 @@ class CommandQueue:
         ready = []
         while self._timeline and self._timeline[0].at <= block_start:
             ready.append(heapq.heappop(self._timeline))
+            ready[-1].applied_at = block_start
         if 2 * (cancels - self._swept) >= len(self._timeline) + SWEEP_SLACK:
             self._sweep(cancels)
         return ready

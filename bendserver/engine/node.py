@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.fx
@@ -147,6 +148,10 @@ class Node(NodeControl, NodeRunner, NodeBuilder):
         self.time = 0
         #: Changes due wait while set (the rack holds them to apply several nodes' at once).
         self.held = False
+        #: The rack's modulators (:mod:`bendserver.modulation`), once it has some: around
+        #: applying changes (and ramps), they put the parameters they drive back to their own
+        #: values, and drive them again after.
+        self.modulated: Any = None
         if preset is not None:
             self.load_preset(preset)
             self.apply_due()
@@ -192,6 +197,11 @@ class Node(NodeControl, NodeRunner, NodeBuilder):
 
     def op(self, op_id: str) -> BendingOp:
         return self._bends.op(self.state.op(op_id).uid)
+
+    def bends_activations(self, op_id: str) -> bool:
+        """Whether op ``op_id`` of the pending state bends activations (its parameters are
+        read as blocks run), not only weights."""
+        return bool(self._bends.live[self.state.op(op_id).uid].activations)
 
     @property
     def folded_ops(self) -> list[str]:

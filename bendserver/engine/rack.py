@@ -88,6 +88,8 @@ class Rack(RackTarget, RackControl, RackRunner):
         self.swapped_at: int | None = None
         self._incoming: NodeSwap | None = None
         self._fading: NodeSwap | None = None
+        #: The rack's modulators (:mod:`bendserver.modulation`; None: none were added).
+        self.modulation: Any = None
 
     def _layout(self, nodes: dict[str, Node], edges: list[Edge]) -> Layout:
         """What the rack plays with ``nodes`` joined by ``edges``: checked, ordered, each

@@ -35,6 +35,9 @@ class RackRunner:
             self._fading.node.time = self.nodes[self._fading.name].time
             self.swapped_at = self.time
         fading = self._fading
+        modulation = self.modulation
+        if modulation is not None:
+            modulation.begin(self.time, dry)
         outputs = {IN: dry}
         for name in self.order:
             x = self._gathered(name, outputs)
@@ -46,6 +49,8 @@ class RackRunner:
             else:
                 outputs[name] = node.process(x)
             node.compute.record(time.perf_counter() - node_started, self._budget)
+            if modulation is not None:
+                modulation.heard(name, outputs[name], self.time)
         for name, frames in self.frame_taps.items():
             if name in outputs:
                 frames.record(outputs[name])

@@ -93,8 +93,11 @@ class NodeRunner:
     def apply_due(self) -> None:
         """Apply the changes due at this block and advance the ramps (audio side: the first
         step of :meth:`process`)."""
+        modulated = self.modulated
         with self._on_device_stream():  # on a GPU: weight copies and parameter writes
             due = () if self.held else self.commands.due(self.time)
+            if modulated is not None and (due or self._ramps):  # they move the own values
+                modulated.restore(self)
             for command in due:
                 if not command.cancelled:
                     try:
@@ -108,6 +111,8 @@ class NodeRunner:
             for command in due:
                 self.commands.finish(command)
             finished = [key for key, ramp in self._ramps.items() if not ramp.advance()]
+            if modulated is not None:
+                modulated.drive(self)
         for key in finished:
             del self._ramps[key]
 

@@ -7,7 +7,8 @@ all alike), reported as p50/p99/max per block, ratios of medians to the first (r
 direct scripted call), and the real-time factor (block duration / p50). On a CUDA device each
 engine runs twice, as a CUDA graph and eager CUDA, every figure including the transfers to and
 from the host. Also the cost of applying a weight change (an interpolation of every weight) at a
-block boundary on a 10 M-parameter model.
+block boundary on a 10 M-parameter model. With a preset, the same engine with four modulators
+driving eight routes: what the modulators cost per block.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torch import nn
 
 from ..engine import StreamEngine
 from ..loader import load_model, resolve_device
+from ..modulation import exercised
 from ..presets.library import preset_for
 from ..rackspec import RackSpec
 
@@ -87,6 +89,13 @@ def bench_block(
                     device=device,
                     cuda_graph=captured,
                 )
+    if preset:  # the cost of modulators per block: four, eight routes, on the preset
+        modulated = StreamEngine(
+            load_model(model, device, search, latency), block=block, preset=preset,
+            optimize=optimize, device=device,
+        )  # fmt: skip
+        exercised(modulated)
+        engines[f"engine + preset, 4 modulators, 8 routes ({optimize})"] = modulated
     plain = next(iter(engines.values()))
     rng = np.random.default_rng(0)
     audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)

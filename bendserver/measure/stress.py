@@ -102,11 +102,13 @@ def run_stress(
     serve_args: tuple[str, ...] = (),
     period: int | None = None,
     jack_rate: int = 48000,
+    modulators: bool = False,
 ) -> list[Row]:
     """Measure every (block, mode, load), calling ``progress`` with each row; returns the
     rows. ``latency``: the model's, given to the servers; ``period``: the JACK server's
     (default: the block), ``jack_rate`` its sample rate; ``serve_args``: more options of
-    ``bendserver serve`` (``--ahead 2``, ``--threads 2``)."""
+    ``bendserver serve`` (``--ahead 2``, ``--threads 2``); ``modulators``: each server plays
+    four modulators on eight routes (:func:`_modulated`)."""
     _need_jack()
     known = {*LOADS, REFERENCE, C_REFERENCE, LATENCY}
     unknown = sorted(set(loads) - known)
@@ -129,6 +131,8 @@ def run_stress(
                     model, preset, block, name, search, latency=latency, extra=extra
                 ) as osc:
                     label = _mode_label(osc, mode)
+                    if modulators:
+                        label += f" + 4 modulators, {_modulated(osc)} routes"
                     for load in served:
                         rows.append(_measure(osc, jack, block, label, load, seconds, ranges))
                         progress(rows[-1])
@@ -321,6 +325,33 @@ def _latency(
 
 def _send(osc: _Osc, address: str, *args: object) -> None:
     osc.replies.sendto(build_msg(address, list(args)).dgram, ("127.0.0.1", osc.port))
+
+
+def _modulated(osc: _Osc, routes: int = 8) -> int:
+    """Four modulators (an LFO, a drift, a step sequence, a follower of the input) driving
+    ``routes`` routes round the parameters a modulator can drive there (the LFO tries each
+    of the output gain, mix and every op parameter; the others share what it could drive).
+    Returns the routes made."""
+    kinds = {"lfo": ("rate", 2.0), "drift": ("rate", 1.0), "steps": ("bpm", 120.0),
+             "follower": ("gain", 2.0)}  # fmt: skip
+    for kind, (name, value) in kinds.items():
+        _send(osc, "/mod/add", f"stress_{kind}", kind, name, value)
+    usable = []
+    for address in ["/engine/gain", "/engine/mix", *osc.ask("/list", ("bends",), "/list/bends")]:
+        errors: list = []
+        _send(osc, "/mod/stress_lfo/route", address, 0.01)
+        osc.ask("/ping", reply="/pong", errors=errors)  # a route refused (a weight's op) errs
+        if not errors:
+            usable.append(address)
+        if len(usable) == routes:
+            break
+    others = [f"stress_{kind}" for kind in kinds if kind != "lfo"]
+    for index in range(routes - len(usable)):
+        address = usable[index % len(usable)]
+        _send(osc, f"/mod/{others[index % len(others)]}/route", address, 0.01)
+    if osc.ask("/mod/list") != [len(kinds)]:
+        raise BendingError("the server did not take the stress's modulators")
+    return routes
 
 
 def _server_ports(jack: str) -> tuple[str, str]:

@@ -18,6 +18,7 @@ from typing import Any
 from ..control import ADDRESSES, Address, Arg, Controller, route
 from ..engine.state import BendingState
 from ..errors import BendingError
+from ..modulation import KINDS
 
 #: OSC type tags of the argument kinds; an on/off flag is an int (Max and Pd send numbers).
 TYPE_TAGS = {"number": "f", "flag": "i", "text": "s"}
@@ -44,9 +45,12 @@ class Namespace:
         return {name: Namespace(self.controller.node_controller(name)) for name in order}
 
     def states(self) -> tuple[Any, ...]:
-        """The pending and applied states of every node: the tree changes when one does."""
+        """The pending and applied states of every node, and the modulators': the tree changes
+        when one does."""
         nodes = getattr(self.controller.engine, "nodes", {})
-        return tuple(s for node in nodes.values() for s in (node.state, node.applied_state))
+        modulation = getattr(self.controller.engine, "modulation", None)
+        mods = () if modulation is None else (modulation.state,)
+        return (*(s for node in nodes.values() for s in (node.state, node.applied_state)), *mods)
 
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it (a rack
@@ -135,6 +139,8 @@ class Namespace:
             if first is None:
                 return []
             return [first] if word == "<node>" else [self.controller.engine.nodes[first].method]
+        if done[:1] == ["mod"]:  # the rack's modulators, then a modulator's parameters
+            return _modulator_words(self.controller, word, done)
         if state is None:
             return []
         if word == "<id>":
@@ -212,9 +218,26 @@ def _attribute_range(kind: str, choices: tuple[str, ...]) -> Node | None:
     return None
 
 
+def _modulator_words(controller: Controller, word: str, done: list[str]) -> list[str]:
+    """The rack's modulators' ids (``<mod>``), and the parameters of one (``<name>``)."""
+    modulation = getattr(controller.engine, "modulation", None)
+    mods = {} if modulation is None else {m.mod_id: m for m in modulation.state}
+    if word == "<mod>":
+        return list(mods)
+    if word == "<name>" and len(done) == 2 and done[1] in mods:
+        return list(KINDS[mods[done[1]].kind].knobs)
+    return []
+
+
 def _op_param(controller: Controller, path: str) -> Any:
-    """The op parameter (its ``Param``: range, doc) that ``path`` sets, or None."""
+    """The op parameter (its ``Param``: range, doc) that ``path`` sets, or a modulator's
+    (its ``Knob``), or None."""
     names = route(path).path
+    if "mod" in names and "name" in names:
+        modulation = getattr(controller.engine, "modulation", None)
+        kinds = {m.mod_id: KINDS[m.kind] for m in modulation.state} if modulation else {}
+        kind = kinds.get(names["mod"])
+        return None if kind is None else kind.knobs.get(names["name"])
     if "id" not in names or "param" not in names:
         return None
     try:

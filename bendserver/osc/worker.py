@@ -91,6 +91,8 @@ class ControlWorker(LoopThread):
         self.source = source or self.inbox
         self.handled = 0  #: messages dispatched without error
         self.errors = 0  #: messages answered with /error (malformed packets included)
+        #: The newest errors, ``[number, address, message]`` (the control page shows them).
+        self.recent_errors: collections.deque[list[Any]] = collections.deque(maxlen=8)
         self.malformed = 0  #: datagrams that were not OSC (or used unsupported types)
         self.scheduled = 0  #: messages with a future timetag, passed on with ``at``
         self._budget_block = -1
@@ -208,6 +210,7 @@ class ControlWorker(LoopThread):
                 self.replies.send(host, reply, args)
         except (Exception, SystemExit) as error:
             self.errors += 1
+            self.recent_errors.append([self.errors, address, describe(error)])
             if is_bug(error):
                 self._log_bug(address, error)
             if host != LOCAL:

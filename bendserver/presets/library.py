@@ -47,9 +47,14 @@ class Preset:
     attributes: dict[str, list[Any]] = field(default_factory=dict)
     #: A rack's preset: each node's own under its name (then the fields above are unused).
     nodes: dict[str, Preset] = field(default_factory=dict)
+    #: The rack's modulators (bendserver.modulation checks them when they load; None: the
+    #: preset leaves those playing).
+    modulators: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         midi = {"midi": [m.to_dict() for m in self.midi]} if self.midi else {}
+        if self.modulators is not None:
+            midi["modulators"] = list(self.modulators)
         if self.nodes:
             return {"nodes": {n: p.to_dict() for n, p in self.nodes.items()}, **midi}
         return {
@@ -138,6 +143,7 @@ PRESET_KEYS = (
     "midi",
     "nodes",
     "attributes",
+    "modulators",
 )
 
 
@@ -155,12 +161,13 @@ def _preset(name: str, data: Any) -> Preset:
     expect(data, "object", "the file")
     only(data, PRESET_KEYS, "")
     if "nodes" in data:  # a rack's: each node's preset under its name
-        only(data, ("nodes", "midi"), "")
+        only(data, ("nodes", "midi", "modulators"), "")
         nodes = expect(data["nodes"], "object", "nodes")
         return Preset(
             name=name,
             nodes={node: _preset(node, part) for node, part in nodes.items()},
             midi=mappings_from_list(data.get("midi", []), "midi"),
+            modulators=_modulators(data),
         )
     BendingConfig.from_dict(data)  # validates ops and bends before anything is applied
     weights = optional(data, "weights", "object", "", {})
@@ -186,7 +193,14 @@ def _preset(name: str, data: Any) -> Preset:
         targets=_targets(optional(data, "targets", "object", "", {})),
         midi=mappings_from_list(data.get("midi", []), "midi"),
         attributes=_attributes(optional(data, "attributes", "object", "", {})),
+        modulators=_modulators(data),
     )
+
+
+def _modulators(data: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A preset's ``modulators``: a list of objects (each checked when it loads)."""
+    listed = optional(data, "modulators", "list", "")
+    return listed and [expect(m, "object", f"modulators[{i}]") for i, m in enumerate(listed)]
 
 
 def _attributes(data: dict[str, Any]) -> dict[str, list[Any]]:

@@ -103,6 +103,10 @@ class ScorePlayer:
     def __init__(self, engine: StreamEngine, events: list[ScoreEvent]) -> None:
         self.engine = engine
         self.controller = Controller(engine)
+        for event in events:  # a recorded take's: the silence a server warmed up on first
+            if event.address == PREROLL:
+                _prerolled(engine, event)
+        events = [event for event in events if event.address != PREROLL]
         self.events = sorted(events, key=lambda e: e.time)
         self.start = engine.time  #: score times count from here
         self.times = [self.start + engine.samples(event.time) for event in self.events]
@@ -131,6 +135,21 @@ class ScorePlayer:
                 self.controller.dispatch(event.address, event.args, at=at)
             except BendingError as error:
                 raise event.error(str(error)) from None
+
+
+#: A score's line ``0 /preroll N``: N samples of silence played before the score starts (a
+#: take recorded from a server's first block: what it warmed up on, so that a render starts
+#: from the same state).
+PREROLL = "/preroll"
+
+
+def _prerolled(engine: StreamEngine, event: ScoreEvent) -> None:
+    samples = event.args[0] if len(event.args) == 1 else None
+    if event.time != 0 or not isinstance(samples, float) or samples % engine.block:
+        raise event.error(f"a score's preroll is '0 {PREROLL} N', N a multiple of the block")
+    silence = np.zeros((engine.in_channels, engine.in_frames), dtype=np.float32)
+    for _ in range(int(samples) // engine.block):
+        engine.process(silence)
 
 
 #: Extensions of the sound files a folder given to ``render`` is searched for.

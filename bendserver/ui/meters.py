@@ -30,17 +30,21 @@ FLOOR_DB = -96.0
 class Meters:
     """Meters of ``engine``: installs a tap on it; ``counters()`` gives the server's counters
     (``xruns``, ...), as ``/stats`` has them; ``frames()`` the newest frames of its methods at
-    a control rate, for a plot (:meth:`bendserver.osc.frames.FrameStreams.recent`)."""
+    a control rate, for a plot (:meth:`bendserver.osc.frames.FrameStreams.recent`); ``errors()``
+    the newest ``/error`` replies; the modulators' values come from the engine's."""
 
     def __init__(
         self,
         engine: StreamEngine,
         counters: Callable[[], dict[str, float]],
         frames: Callable[[], dict[str, Any]] | None = None,
+        errors: Callable[[], list[Any]] | None = None,
     ) -> None:
         self.engine = engine
         self.counters = counters
         self.frames = frames
+        #: The newest /error replies (numbered), from any source, for the page to show.
+        self.errors = errors
         spec = engine.spec  # frames at a control rate are plotted, not metered: one channel
         self.tap = BlockTap(
             engine.in_channels if spec.in_ratio == 1 else 1,
@@ -87,6 +91,8 @@ class Meters:
             "spectrum_hz": [LOWEST_HZ, engine.sample_rate / 2],
             "scope": _scope(out if frames >= SCOPE_POINTS else recent),
             "frames": self.frames() if self.frames is not None else {},
+            "modulators": engine.modulation.shown() if engine.modulation is not None else {},
+            "errors": self.errors() if self.errors is not None else [],
         }
 
     def _limited_samples(self) -> int:

@@ -139,10 +139,17 @@ async function rebuild() {
   state.controls.clear();
   document.getElementById("model").textContent = (tree.DESCRIPTION || "").replace(/^bendserver: /, "");
   const contents = tree.CONTENTS || {};
-  buildOutput(contents.engine);
-  buildOps(contents.bend);
+  const nodes = Object.entries(contents).filter(([, node]) => child(node, "engine"));
+  document.getElementById("engine").hidden = !contents.engine;
+  if (nodes.length) buildRack(nodes);
+  else {
+    buildOutput(contents.engine);
+    buildOps(contents.bend);
+  }
+  buildAddOp(nodes.length ? nodes : [["", tree]]);
   buildMorph(contents.version, contents.interp);
   buildPresets(contents.preset);
+  buildModulators(contents.mod, tree);
   buildOther(contents);
   const socket = state.socket;
   for (const path of state.controls.keys()) {
@@ -176,7 +183,7 @@ function control(node, name = label(node)) {
   const type = node.TYPE || "";
   const range = (node.RANGE || [])[0] || {};
   const path = node.FULL_PATH;
-  const row = element("div", { className: "control", title: node.DESCRIPTION || "" });
+  const row = element("div", { className: "control", title: `${path}: ${node.DESCRIPTION || ""}` });
   row.append(element("label", { textContent: name }));
   if (type === "i" && range.MIN === 0 && range.MAX === 1) {
     const box = element("input", { type: "checkbox", className: "switch" });
@@ -253,6 +260,7 @@ function findNode(path) {
 function format(value) {
   if (typeof value !== "number") return String(value);
   const size = Math.abs(value);
+  if (size > 0 && size < 0.01) return value.toPrecision(3);  // an LFO's 6.25e-05, not 0.000
   return size >= 100 ? value.toFixed(0) : size >= 10 ? value.toFixed(1) : value.toFixed(3);
 }
 
@@ -273,7 +281,36 @@ function buildOutput(engine) {
 }
 
 function buildOps(bend) {
-  const ops = document.getElementById("ops");
+  document.getElementById("ops").replaceChildren(...opCards(bend));
+}
+
+// A card for each node of a rack: its model, output, versions and ops, labelled by op and
+// parameter (the address in each control's tooltip).
+function buildRack(nodes) {
+  const cards = nodes.map(([name, node]) => {
+    const card = element("section", { className: "panel node" });
+    card.dataset.node = name;
+    const about = (node.DESCRIPTION || "").replace(/^bendserver: /, "");
+    card.append(element("h2", {}, element("span", { textContent: name }), element("small", { textContent: about })));
+    const engine = child(node, "engine");
+    for (const setting of ["gain", "mix", "bypass"]) {
+      const found = child(engine, setting);
+      if (found) card.append(control(found) || "");
+    }
+    const version = child(node, "version");
+    const names = ((((version || {}).RANGE) || [])[0] || {}).VALS || [];
+    if (names.length > 1 && writable(version)) {
+      card.append(element("div", { className: "buttons" }, ...names.map((value) => element("button", {
+        textContent: value, onclick: () => send(version.FULL_PATH, [{ type: "s", value }]),
+      }))));
+    }
+    card.append(...opCards(child(node, "bend")));
+    return card;
+  });
+  document.getElementById("ops").replaceChildren(...cards);
+}
+
+function opCards(bend) {
   const cards = [];
   for (const [id, op] of Object.entries((bend && bend.CONTENTS) || {})) {
     if (!op.CONTENTS) continue;  // /bend/add, /bend/remove, /bend/clear
@@ -281,7 +318,8 @@ function buildOps(bend) {
     card.dataset.op = id;
     const enable = child(op, "enable");
     const title = element("h2", {}, element("span", { className: "op-title", textContent: id }));
-    title.firstChild.append(element("small", { textContent: (op.DESCRIPTION || "").replace(/^op /, "") }));
+    const about = (op.DESCRIPTION || "").replace(/^op /, "").replace(/\\(.)/g, "$1");  // no regex escapes
+    title.firstChild.append(element("small", { textContent: about }));
     const remove = child(bend, "remove");
     if (writable(remove)) {
       title.append(element("button", {
@@ -296,11 +334,142 @@ function buildOps(bend) {
       register(enable.FULL_PATH, (args) => { show(args); card.classList.toggle("off", !Number(args[0])); });
     }
     for (const [name, param] of Object.entries(op.CONTENTS)) {
-      if (name !== "enable") card.append(control(param) || "");
+      if (name !== "enable") card.append(control(param, `${id} · ${name}`) || "");
     }
     cards.push(card);
   }
-  ops.replaceChildren(...cards);
+  return cards;
+}
+
+// Adding an op: which node, its id, the op, the activation or weight it bends (the model's
+// own names), and one parameter's value.
+function buildAddOp(nodes) {
+  const section = document.getElementById("add-op");
+  const adders = nodes.map(([name, node]) => [name, child(child(node, "bend"), "add")]).filter(([, add]) => writable(add));
+  section.hidden = !adders.length;
+  if (!adders.length) return;
+  const nodeMenu = document.getElementById("add-node");
+  nodeMenu.replaceChildren(...adders.map(([name]) => element("option", { value: name, textContent: name || "model" })));
+  nodeMenu.hidden = adders.length < 2 && !adders[0][0];
+  const fillMenus = () => {
+    const add = new Map(adders).get(nodeMenu.value) || adders[0][1];
+    const [, types, targets] = (add.RANGE || []).map((r) => (r || {}).VALS || []);
+    document.getElementById("add-type").replaceChildren(...types.map((value) => element("option", { value, textContent: value })));
+    document.getElementById("add-target").replaceChildren(...targets.map((value) => element("option", { value, textContent: value })));
+    return add;
+  };
+  let add = fillMenus();
+  nodeMenu.onchange = () => { add = fillMenus(); };
+  document.getElementById("add-go").onclick = () => {
+    const id = document.getElementById("add-id").value.trim();
+    if (!id) return;
+    const args = [document.getElementById("add-type").value, document.getElementById("add-target").value];
+    const message = [{ type: "s", value: id }, ...args.map((value) => ({ type: "s", value }))];
+    const param = document.getElementById("add-param").value.trim();
+    const value = document.getElementById("add-value").value.trim();
+    if (param && value !== "") message.push({ type: "s", value: param }, { type: "f", value: Number(value) });
+    send(add.FULL_PATH, message);
+  };
+}
+
+// -- modulators: added, set, routed and triggered here; their values come with the meters -----
+
+function buildModulators(mod, tree) {
+  const section = document.getElementById("mods");
+  const add = child(mod, "add");
+  section.hidden = !writable(add);
+  if (!writable(add)) return;
+  const kinds = (((add.RANGE || [])[1] || {}).VALS) || [];
+  document.getElementById("mod-kind").replaceChildren(...kinds.map((value) => element("option", { value, textContent: value })));
+  document.getElementById("mod-add").onclick = () => {
+    const id = document.getElementById("mod-id").value.trim();
+    if (id) send(add.FULL_PATH, [{ type: "s", value: id }, { type: "s", value: document.getElementById("mod-kind").value }]);
+  };
+  const routable = routableAddresses(tree);
+  const cards = [];
+  for (const [id, node] of Object.entries(mod.CONTENTS || {})) {
+    if (!node.CONTENTS) continue;  // /mod/add, /mod/remove, /mod/clear, /mod/list
+    const card = element("div", { className: "mod" });
+    card.dataset.mod = id;
+    const remove = child(mod, "remove");
+    const title = element("h2", {}, element("span", { textContent: id }), element("button", {
+      textContent: "remove", onclick: () => send(remove.FULL_PATH, [{ type: "s", value: id }]),
+    }));
+    card.append(title, element("div", { className: "bar" }, element("i", { className: "rms" })));
+    card.append(element("p", { className: "drives" }));
+    const own = Object.entries(node.CONTENTS).filter(([name]) => !MOD_WORDS.has(name));
+    for (const [name, param] of own) card.append(control(param, name) || "");
+    if (own.some(([name]) => name === "hold_ms")) {
+      const trigger = child(node, "trigger");
+      card.append(element("button", { textContent: "trigger", onclick: () => send(trigger.FULL_PATH, [{ type: "i", value: 1 }]) }));
+    }
+    const target = element("select", { className: "route-to" });
+    target.append(...routable.map((value) => element("option", { value, textContent: value })));
+    const depth = element("input", { className: "route-depth", type: "number", value: "0.2", step: "any" });
+    const route = child(node, "route");
+    card.append(element("div", { className: "row" }, target, depth, element("button", {
+      textContent: "route",
+      onclick: () => send(route.FULL_PATH, [{ type: "s", value: target.value }, { type: "f", value: Number(depth.value) }]),
+    })));
+    cards.push(card);
+  }
+  section.querySelector(".list").replaceChildren(...cards);
+}
+
+const MOD_WORDS = new Set(["route", "unroute", "source", "steps", "trigger"]);
+
+// The parameters a modulator can drive: every op's parameter and each output gain and mix.
+function routableAddresses(tree) {
+  const found = [];
+  const walk = (node) => {
+    const path = node.FULL_PATH || "";
+    if (/^\/(mod|record|midi)\b/.test(path)) return;
+    if (node.CONTENTS) Object.values(node.CONTENTS).forEach(walk);
+    else if (/\/bend\/[^/]+\/[^/]+$/.test(path) && !/\/(enable|add|remove|clear)$/.test(path)) found.push(path);
+    else if (/\/engine\/(gain|mix)$/.test(path)) found.push(path);
+  };
+  walk(tree);
+  return found;
+}
+
+function showModulators(shown) {
+  const levels = (shown && shown.levels) || {};
+  for (const [id, { value, drives }] of Object.entries(levels)) {
+    const card = document.querySelector(`#mods .mod[data-mod="${id}"]`);
+    if (!card) continue;
+    card.querySelector(".bar .rms").style.width = `${100 * Math.min(1, Math.abs(value))}%`;
+    card.querySelector(".drives").textContent = drives.length ? `${format(value)} → ${drives.join(", ")}` : format(value);
+  }
+  document.querySelectorAll("input[data-played]").forEach((input) => { delete input.dataset.played; });
+  for (const [address, value] of Object.entries((shown && shown.driven) || {})) {
+    const input = document.querySelector(`input[type=range][data-path="${address}"]`);
+    if (!input) continue;
+    input.dataset.played = String(value);
+    const row = input.parentElement;
+    let mark = row.querySelector(".played");
+    if (!mark) row.append(mark = element("i", { className: "played", title: "played, modulated" }));
+    const box = input.getBoundingClientRect();
+    const from = row.getBoundingClientRect();
+    const at = (value - Number(input.min)) / (Number(input.max) - Number(input.min));
+    mark.style.left = `${box.left - from.left + box.width * Math.min(1, Math.max(0, at))}px`;
+  }
+  document.querySelectorAll(".control .played").forEach((mark) => {
+    mark.hidden = !mark.parentElement.querySelector("input[data-played]");
+  });
+}
+
+// /error replies (from any source: the page, OSC, MIDI) shown for a few seconds.
+let lastError = 0;
+function showErrors(errors) {
+  const list = document.getElementById("errors");
+  for (const [number, address, message] of errors || []) {
+    if (number <= lastError) continue;
+    lastError = number;
+    const item = element("li", { textContent: `${address}: ${message}` });
+    list.append(item);
+    setTimeout(() => item.remove(), 8000);
+    while (list.children.length > 4) list.firstChild.remove();
+  }
 }
 
 function buildPresets(preset) {
@@ -375,7 +544,24 @@ function buildMorph(version, interp) {
     const mix = {};
     for (let i = 0; i + 1 < args.length; i += 2) mix[args[i]] = args[i + 1];
     markVersion(mix);
+    placePuck(corners, mix);
   });
+}
+
+// The puck where a mix sent from anywhere puts it: the weight of the right corners across, of
+// the bottom ones down (the inverse of morphWeights for a mix it made).
+function placePuck(corners, mix) {
+  const total = Object.values(mix).reduce((a, b) => a + b, 0) || 1;
+  const w = (index) => (mix[corners[index]] || 0) / total;
+  const unique = new Set(corners).size;
+  let x = 0.5;
+  let y = 0.5;
+  if (unique === 2) x = w(1);                                   // a left, b right
+  else if (unique === 3) { y = w(2); x = y < 1 ? w(1) / (1 - y) : 0.5; }  // c along the bottom
+  else if (unique === 4) { x = w(1) + w(2); y = w(2) + w(3); }
+  const puck = document.getElementById("puck");
+  puck.style.left = `${100 * Math.min(1, Math.max(0, x))}%`;
+  puck.style.top = `${100 * Math.min(1, Math.max(0, y))}%`;
 }
 
 // Which version sits at each corner: two versions left and right, three with the third along
@@ -408,14 +594,17 @@ function markVersion(mix) {
 
 // -- everything else writable the namespace has (an nn~ file's attributes, sources added later) --
 
-const SHOWN = new Set(["/engine", "/bend", "/version", "/interp", "/preset"]);
+const SHOWN = /^(\/[^/]+)?\/(engine|bend|version|interp|preset)$|^\/(mod|record)$/;
+// Addresses that change what plays as a whole (load a preset by number, remove...): never a
+// plain slider or menu.
+const STRUCTURAL = /\/(remove|clear|program|load|save|add|reset|learn|map|unmap|subscribe|unsubscribe)$/;
 const ATTRIBUTE = /\/attr\/[^/]+$/;
 
 function buildOther(contents) {
   const rows = [];
   const attributes = [];
   const walk = (node) => {
-    if (SHOWN.has(node.FULL_PATH)) return;
+    if (SHOWN.test(node.FULL_PATH) || STRUCTURAL.test(node.FULL_PATH)) return;
     if (node.CONTENTS) Object.values(node.CONTENTS).forEach(walk);
     else if (ATTRIBUTE.test(node.FULL_PATH)) attributes.push(attributeRow(node));
     else if (node.TYPE) rows.push(control(node, node.FULL_PATH));
@@ -551,6 +740,8 @@ function showMeters(m) {
   document.getElementById("blocks").textContent = `blocks ${m.blocks}`;
   drawSpectrum(m.spectrum, m.scope);
   drawFrames(m.frames);
+  showModulators(m.modulators);
+  showErrors(m.errors);
   state.meters = (state.meters || 0) + 1;
 }
 

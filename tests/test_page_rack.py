@@ -1,0 +1,117 @@
+"""The control page playing a rack (the shipped racks/wavae_drive.toml on the null backend), in
+Chromium driven by playwright: a card per node labelled by op and parameter, nothing that changes
+what plays as a whole on a plain slider, a modulator added and routed moving a slider's played
+mark, an op added and removed, an /error shown; and on one model, the XY puck following an
+/interp sent with oscsend. ``BENDSERVER_SCREENSHOT=1`` writes the screenshots in docs/images."""
+
+import os
+import time
+
+import pytest
+import test_page
+from jack import ROOT, oscsend
+
+from bendserver.rackspec import RackSpec
+from bendserver.serve import ServeOptions, Server
+
+RACK = ROOT / "racks" / "wavae_drive.toml"
+SCREENSHOT = ROOT / "docs" / "images" / "rack-page.png"
+#: The page's fixtures: a browser, its page (of this module's server), the reply listener.
+browser, page, replies = test_page.browser, test_page.page, test_page.replies
+
+
+@pytest.fixture(scope="module")
+def server(replies):
+    options = ServeOptions(
+        rack=RackSpec.read(RACK), audio="null", input=str(ROOT / "models" / "drive" / "demo.flac"),
+        osc_port=0, reply_port=replies.port, zeroconf=False, optimize="none",
+    )  # fmt: skip
+    with Server(options) as running:
+        yield running
+
+
+def test_each_node_has_a_card_labelled_by_op_and_parameter(page, server):
+    for name in ("enc", "dec", "drive", "clean"):
+        assert page.locator(f'section.node[data-node="{name}"]').count() == 1
+    card = page.locator('section.node[data-node="drive"]')
+    labels = card.locator(".control label").all_inner_texts()
+    assert "lfo · depth" in labels and "mask · prob" in labels and "gain" in labels
+    depth = card.locator('.control:has(input[data-path="/drive/bend/lfo/depth"])')
+    assert depth.get_attribute("title").startswith("/drive/bend/lfo/depth: ")
+    assert "pre.conv.weight" in card.locator(".op small").all_inner_texts()[2]
+    # what changes what plays as a whole is never a plain slider or menu
+    for word in ("program", "remove", "clear", "load"):
+        assert page.locator(f'#other [data-path$="/{word}"]').count() == 0
+
+
+def test_a_modulator_added_and_routed_moves_a_slider(page, server):
+    page.fill("#mod-id", "wobble")
+    page.select_option("#mod-kind", "lfo")
+    page.click("#mod-add")
+    card = page.locator('#mods .mod[data-mod="wobble"]')
+    card.wait_for(timeout=5_000)
+    card.locator('.control:has(input[data-path="/mod/wobble/rate"]) input').fill("4")
+    card.locator("select.route-to").select_option("/drive/bend/lfo/depth")
+    card.locator("input.route-depth").fill("0.1")
+    card.locator("button", has_text="route").click()
+    slider = page.locator('input[data-path="/drive/bend/lfo/depth"]')
+    page.wait_for_function(
+        "() => document.querySelector('input[data-path=\"/drive/bend/lfo/depth\"]')"
+        ".dataset.played !== undefined",
+        timeout=5_000,
+    )
+    seen = set()
+    for _ in range(20):
+        seen.add(slider.get_attribute("data-played"))
+        time.sleep(0.1)
+    assert len(seen) > 3, f"the played value moves: {seen}"
+    assert "/drive/bend/lfo/depth" in card.locator(".drives").inner_text()
+    if os.environ.get("BENDSERVER_SCREENSHOT"):  # the docs' screenshot, written anew
+        page.set_viewport_size({"width": 1100, "height": 1300})  # the whole rack
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(SCREENSHOT))
+    card.locator("button", has_text="remove").click()
+    card.wait_for(state="detached", timeout=5_000)
+
+
+def test_an_op_added_and_removed_on_the_page(page, server):
+    page.select_option("#add-node", "drive")
+    page.fill("#add-id", "boost")
+    page.select_option("#add-type", "Scale")
+    page.select_option("#add-target", "drive_out")
+    page.fill("#add-param", "value")
+    page.fill("#add-value", "1.5")
+    page.click("#add-go")
+    op = page.locator('section.node[data-node="drive"] .op[data-op="boost"]')
+    op.wait_for(timeout=5_000)
+    assert server.engine.nodes["drive"].state.op("boost").param("value") == 1.5
+    op.locator("button", has_text="remove").click()
+    op.wait_for(state="detached", timeout=5_000)
+    assert "boost" not in server.engine.nodes["drive"].state.op_ids
+
+
+def test_an_error_is_shown(page, server):
+    oscsend(server.osc.port, "/drive/bend/nope/prob", "f", 0.5)
+    page.wait_for_function(
+        "() => document.getElementById('errors').textContent.includes(\"no op 'nope'\")",
+        timeout=5_000,
+    )
+
+
+def test_the_puck_follows_an_interp_sent_with_oscsend(browser, replies):
+    options = ServeOptions(
+        model="wavae", audio="null", osc_port=0, reply_port=replies.port, zeroconf=False
+    )
+    with Server(options) as server:
+        page = browser.new_page(viewport={"width": 390, "height": 844}, has_touch=True)
+        page.goto(f"{server.oscquery.url}/ui")
+        page.wait_for_selector("body[data-ready]", timeout=10_000)
+        versions = server.engine.versions
+        oscsend(server.osc.port, "/interp", "sfsf", versions[0], 0.25, versions[1], 0.75)
+        page.wait_for_function(
+            "() => document.getElementById('puck').style.left === '75%'", timeout=5_000
+        )
+        assert "75%" in page.locator("#mix").inner_text()
+        if os.environ.get("BENDSERVER_SCREENSHOT"):
+            page.screenshot(path=str(ROOT / "docs" / "images" / "page-phone-interp.png"))
+        page.close()

@@ -54,7 +54,7 @@ from .midi.mappings import Mapping
 from .modulation import modulators_of
 from .osc import OscService
 from .osc.frames import FRAME_RATE, FrameStreams
-from .osc.oscquery import OscQueryService
+from .osc.oscquery import OscQueryService, preload_libraries
 from .presets.library import load_preset, preset_for
 from .rackspec import counted
 from .switching import ModelSwitcher
@@ -138,6 +138,8 @@ class Server:
     def __init__(self, options: ServeOptions, engine: Rack | None = None) -> None:
         if options.latency_mode not in (None, *LATENCY_MODES):
             raise BendingError(f"--latency-mode is one of {LATENCY_MODES}")
+        #: OSCQuery's libraries, imported while the model loads (joined before the audio starts).
+        self._imports = preload_libraries() if options.oscquery_port != 0 else None
         self.options = options
         mappings: list[Mapping] = []  # the MIDI mappings of the preset it starts with
         if engine is None:
@@ -325,6 +327,8 @@ class Server:
             self.processor.start()
         if self.options.seed is not None:  # what the model draws from here: a take repeats
             torch.manual_seed(self.options.seed)
+        if self._imports is not None:  # an import running beside the stream would hold it up
+            self._imports.join()
         self.backend.start()
         self._first_block()
         self.osc.start()

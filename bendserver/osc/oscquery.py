@@ -25,6 +25,7 @@ import ipaddress
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -390,10 +391,18 @@ class OscQueryService(LoopThread):
                     await zeroconf.async_close()
 
 
+def preload_libraries() -> threading.Thread:
+    """Start importing the service's libraries (aiohttp, zeroconf, ifaddr: a fifth of torch's
+    import) in a thread of their own while the model loads; a server joins it before its audio
+    starts, as an import holds the interpreter for its whole length: imported once the stream
+    played, they cost 12 xruns at every start in direct mode."""
+    thread = threading.Thread(target=_import_libraries, name="oscquery-imports", daemon=True)
+    thread.start()
+    return thread
+
+
 def _import_libraries() -> None:
-    """aiohttp, zeroconf and ifaddr, imported by the service's thread as it starts: importing
-    them took a fifth of torch's import, which a server's start no longer waits for (it answers
-    OSC meanwhile)."""
+    """aiohttp, zeroconf and ifaddr, as module globals (see :func:`preload_libraries`)."""
     global ifaddr, WSMsgType, web, HttpProcessingError, InterfaceChoice, ServiceInfo
     global AsyncZeroconf
     import ifaddr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import shutil
 import socket
@@ -153,6 +154,27 @@ def stats(port: int, replies: Replies) -> dict:
     send_python(port, "/stats")
     pairs = replies.wait_for("/stats")
     return dict(zip(pairs[::2], pairs[1::2], strict=True))
+
+
+def allowed_xruns(quiet_xruns: int, quiet_seconds: float, seconds: float) -> int:
+    """Xruns a stretch of ``seconds`` may have: what the same server had in a quiet stretch just
+    before, at the same rate (a machine shared with other work makes its own), plus 3 and 10 a
+    minute: a 2-core VM gives 1 to 9 xruns a minute with or without load, which a few seconds
+    of baseline cannot always catch. The figures are `bendserver stress`'s job; this catches a
+    regression (a server that lets control work into the audio's way: dozens a second)."""
+    return math.ceil(quiet_xruns * seconds / quiet_seconds) + 3 + int(10 * seconds / 60)
+
+
+QUIET_SECONDS = 2.0
+
+
+def quiet_baseline(port: int, replies: Replies) -> tuple[dict, int]:
+    """The server's /stats after ``QUIET_SECONDS`` of nothing but playing, and its xruns in
+    that stretch: the baseline ``allowed_xruns`` scales."""
+    start = stats(port, replies)
+    time.sleep(QUIET_SECONDS)
+    after = stats(port, replies)
+    return after, after["xruns"] - start["xruns"]
 
 
 def send_python(port: int, address: str, *args: object) -> None:

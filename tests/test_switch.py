@@ -1,7 +1,7 @@
 """Switching models live: a rack's node swapped with a crossfade at a block boundary, and
 ``/model/load`` and ``/node/<node>/load`` on a server playing through a dummy JACK server, sent
 with ``oscsend``: bad models answered with ``/error`` while the old model plays on, a good one
-crossfaded in without an xrun."""
+crossfaded in with no more xruns than the same server has playing alone."""
 
 import json
 import math
@@ -13,7 +13,7 @@ import pytest
 import soundfile as sf
 import torch
 from crashing import crashing_model
-from jack import jack_server, oscsend, stats
+from jack import QUIET_SECONDS, allowed_xruns, jack_server, oscsend, quiet_baseline, stats
 from streaming import CausalStack
 
 from bendserver import switching
@@ -218,18 +218,20 @@ def test_model_load_refuses_bad_models_and_switches_live_under_jack(tmp_path, re
             address, message = replies.wait_for("/error", timeout=30)
             assert "values that are not finite" in message and "blocks of the input" in message
             server.controller.switcher.trust = False
-            before, drive = stats(port, replies), server.engine.node
+            before, quiet = quiet_baseline(port, replies)
+            started, drive = time.monotonic(), server.engine.node
             weights = [*drive.model.module.parameters(), *drive.bended.weight_bank.slots.values()]
             oscsend(port, "/model/load", "s", "wavae")
             loaded = replies.wait_for("/model/loaded", timeout=30)
             time.sleep(0.3)
-            after = stats(port, replies)
+            after, seconds = stats(port, replies), time.monotonic() - started
             oscsend(port, "/get/engine/gain")
             assert replies.wait_for("/get/engine/gain") == [1.0]
     assert loaded[0] == "wavae" and loaded[1] == -1.0, "a shipped model is not probed"
     assert server.engine.model.name == "wavae" and server.engine.swaps == 1
     assert server.engine.swapped_at % BLOCK == 0 and list(server.engine.nodes) == ["wavae"]
-    assert after["xruns"] - before["xruns"] == 0 and after["errors"] == 0
+    assert after["xruns"] - before["xruns"] <= allowed_xruns(quiet, QUIET_SECONDS, seconds)
+    assert after["errors"] == 0
     assert output_level(server) > 0.01
     assert weights and all(w.numel() == 0 for w in weights), "drive's memory was freed"
     assert not vars(drive), "and its objects emptied: no reference cycle is left to collect"
@@ -289,11 +291,12 @@ def test_a_node_of_a_served_rack_switches_live_under_jack(tmp_path, replies, qui
             ]:
                 oscsend(port, address, "s", source)
                 refused.append(replies.wait_for("/error", timeout=30))
-            before, first = stats(port, replies), server.engine.nodes["drive"]
+            before, quiet = quiet_baseline(port, replies)
+            started, first = time.monotonic(), server.engine.nodes["drive"]
             oscsend(port, "/node/drive_2/load", "s", "wavae")
             loaded = replies.wait_for("/node/loaded", timeout=30)
             time.sleep(0.3)
-            after = stats(port, replies)
+            after, seconds = stats(port, replies), time.monotonic() - started
             oscsend(port, "/drive/get/engine/gain")
             gain = replies.wait_for("/drive/get/engine/gain")
             assert output_level(server) > 0.01
@@ -304,4 +307,5 @@ def test_a_node_of_a_served_rack_switches_live_under_jack(tmp_path, replies, qui
     rack = server.engine
     assert list(rack.nodes) == ["drive", "drive_2"] and rack.nodes["drive"] is first
     assert rack.nodes["drive_2"].model.name == "wavae" and rack.swapped_at % BLOCK == 0
-    assert after["xruns"] - before["xruns"] == 0 and after["errors"] == 0
+    assert after["xruns"] - before["xruns"] <= allowed_xruns(quiet, QUIET_SECONDS, seconds)
+    assert after["errors"] == 0

@@ -14,16 +14,16 @@ if TYPE_CHECKING:
     from .controller import Controller
 
 
-def _set_param(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def set_param(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     value, *ramp = args
     ctl.engine.set_param(m.path["id"], m.path["param"], value, ramp[0] if ramp else 0.0, at=at)
 
 
-def _enable(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def enable(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.enable_op(m.path["id"], args[0], at=at)
 
 
-def _add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     op_id, op_name, key, *options = args
     if op_name not in OPS:
         raise BendingError(f"unknown op {op_name!r}; ops: {sorted(OPS)}")
@@ -37,23 +37,23 @@ def _add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
         raise BendingError(f"bad arguments for {op_name} {options}: {error}") from None
 
 
-def _remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.remove_op(args[0], at=at)
 
 
-def _clear(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def clear(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.clear_ops(at=at)
 
 
-def _interp(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def interp(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.set_interpolation(dict(zip(args[::2], args[1::2], strict=True)), at=at)
 
 
-def _version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def version(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.set_version(args[0], at=at)
 
 
-def _engine_setting(setter: str) -> Handler:
+def engine_setting(setter: str) -> Handler:
     """A handler calling ``engine.<setter>(value, at=at)`` (``set_gain``...)."""
 
     def handler(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
@@ -62,9 +62,9 @@ def _engine_setting(setter: str) -> Handler:
     return handler
 
 
-def _attribute(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def attribute(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.set_attribute(m.path["name"], args, at=at)
 
 
-def _reset(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def reset(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     ctl.engine.request_reset(at=at)

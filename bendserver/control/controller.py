@@ -22,7 +22,7 @@ from ..presets.library import PresetLibrary
 from ..schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 from ..takes import ScoreRecorder
 from .grammar import Address, Match, Reply
-from .live import _model_load, _node_load
+from .live import model_load, node_load
 from .table import TABLE
 
 Counters = Callable[[], dict[str, float]]
@@ -175,7 +175,7 @@ class Controller:
             handler = self.table.route(self._target(address)[1]).entry.handler
         except BendingError:
             return False
-        return handler in (_model_load, _node_load)
+        return handler in (model_load, node_load)
 
     def is_structural(self, address: str) -> bool:
         """Whether a message changes what plays as a whole (a preset loaded or saved, an op

@@ -23,28 +23,28 @@ def _live_frames(ctl: Controller) -> Any:
     return ctl.frames
 
 
-def _subscribe(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def subscribe(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     port = int(args[0]) if args else None
     return [("/out/subscribed", _live_frames(ctl).subscribe(m.client, port))]
 
 
-def _unsubscribe(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def unsubscribe(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     port = int(args[0]) if args else None
     return [("/out/unsubscribed", [_live_frames(ctl).unsubscribe(m.client, port)])]
 
 
-def _frame_in(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def frame_in(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     _live_frames(ctl).hold(m.path["node"], m.path["method"], args)
 
 
-def _model_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def model_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     loaded = _load(ctl, args, None)
     if loaded.mappings:  # a preset without mappings keeps those playing
         ctl.midi.replace(loaded.mappings)
     return [("/model/loaded", [loaded.node.model.name, *_timings(loaded)])]
 
 
-def _node_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def node_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     loaded = _load(ctl, args, m.path["node"])
     return [("/node/loaded", [loaded.name, loaded.node.model.name, *_timings(loaded)])]
 

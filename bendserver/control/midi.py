@@ -9,14 +9,15 @@ from ..errors import BendingError
 from ..midi.mappings import Mapping, read_mappings, write_mappings
 from ..presets.library import check_name
 from .grammar import Match, Reply
-from .mods import _mods
-from .presets import _check_mappings, _preset_load
+from .mods import rack_modulators
+from .presets import check_mappings
+from .presets import load as load_preset
 
 if TYPE_CHECKING:
     from .controller import Controller
 
 
-def _midi_mapping(ctl: Controller, address: str, source: list[Any], options: list[Any]) -> Mapping:
+def _mapping(ctl: Controller, address: str, source: list[Any], options: list[Any]) -> Mapping:
     """A mapping to ``address`` from ``source`` (kind, channel, number), checked against what
     the address takes: a number or an on/off of a coalescing address (a parameter), a range
     inside the parameter's (its whole range by default), a ramp only where it ramps."""
@@ -30,7 +31,7 @@ def _midi_mapping(ctl: Controller, address: str, source: list[Any], options: lis
         param = ctl.engine.op(path["id"]).param(path["param"])
         low, high = param.low, param.high
     if "mod" in path and "name" in path:
-        low, high = _mods(ctl).param_range(path["mod"], path["name"])
+        low, high = rack_modulators(ctl).param_range(path["mod"], path["name"])
     if arg.kind == "flag":
         low, high = 0.0, 1.0
     defaults = (None, None, "linear", False, 0.0)
@@ -55,24 +56,24 @@ def _midi_mapping(ctl: Controller, address: str, source: list[Any], options: lis
     )  # fmt: skip
 
 
-def _midi_learn(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def learn(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     if ctl.midi_port is None:
         raise BendingError("no MIDI input: start the server with --midi to learn")
     address, *options = args
-    ctl.midi.learn(_midi_mapping(ctl, address, ["cc", 1, 0], options))
+    ctl.midi.learn(_mapping(ctl, address, ["cc", 1, 0], options))
     return [("/midi/learning", [address])]
 
 
-def _midi_map(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def map_control(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     address, kind, channel, number, *options = args
-    ctl.midi.add(_midi_mapping(ctl, address, [kind, channel, number], options))
+    ctl.midi.add(_mapping(ctl, address, [kind, channel, number], options))
 
 
-def _midi_unmap(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def unmap(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     return [("/midi/unmapped", [ctl.midi.remove(args[0] if args else None)])]
 
 
-def _midi_list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def listing(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     mappings = ctl.midi.mappings()
     learning = ctl.midi.learning
     return [
@@ -81,7 +82,7 @@ def _midi_list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> li
     ]
 
 
-def _midi_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     name, *overwrite = args
     path = ctl.midi_folder / f"{check_name(name)}.json"
     if path.exists() and not (overwrite and overwrite[0]):
@@ -90,18 +91,18 @@ def _midi_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> li
     return [("/midi/saved", [name])]
 
 
-def _midi_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     path = ctl.midi_folder / f"{check_name(args[0])}.json"
     if not path.is_file():
         raise BendingError(f"no MIDI mappings '{args[0]}' (saved with /midi/save {args[0]})")
     mappings = read_mappings(path)
-    _check_mappings(ctl, mappings, f"MIDI mappings '{args[0]}'")
+    check_mappings(ctl, mappings, f"MIDI mappings '{args[0]}'")
     ctl.midi.replace(mappings)
 
 
-def _midi_program(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def program(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     names = ctl.presets.names()
     number = int(args[0])
     if number >= len(names):
         raise BendingError(f"program {number}: there are {len(names)} presets (/list presets)")
-    _preset_load(ctl, m, [names[number]], at)
+    load_preset(ctl, m, [names[number]], at)

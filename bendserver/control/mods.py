@@ -12,63 +12,64 @@ if TYPE_CHECKING:
     from .controller import Controller
 
 
-def _mods(ctl: Controller) -> Modulators:
+def rack_modulators(ctl: Controller) -> Modulators:
     """The modulators of the rack a controller plays (a node's controller: refused)."""
     if not hasattr(ctl.engine, "order"):
         raise BendingError("modulators are the rack's: send /mod/... without a node's name")
     return modulators_of(ctl.engine)
 
 
-def _modulation_state(ctl: Controller) -> tuple[Any, ...]:
+def modulation_state(ctl: Controller) -> tuple[Any, ...]:
+    """The modulators the engine plays (none where it has no modulation)."""
     modulation = getattr(ctl.engine, "modulation", None)
     return () if modulation is None else modulation.state
 
 
-def _mod_add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def add(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     mod_id, kind, *values = args
-    _mods(ctl).add(mod_id, kind, dict(zip(values[::2], values[1::2], strict=True)), at=at)
+    rack_modulators(ctl).add(mod_id, kind, dict(zip(values[::2], values[1::2], strict=True)), at=at)
 
 
-def _mod_remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    _mods(ctl).remove(args[0], at=at)
+def remove(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    rack_modulators(ctl).remove(args[0], at=at)
 
 
-def _mod_clear(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    _mods(ctl).clear(at=at)
+def clear(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    rack_modulators(ctl).clear(at=at)
 
 
-def _mod_set(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    _mods(ctl).set(m.path["mod"], m.path["name"], args[0], at=at)
+def set_param(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    rack_modulators(ctl).set(m.path["mod"], m.path["name"], args[0], at=at)
 
 
-def _mod_trigger(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def trigger(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     if args[0]:  # a note's release (0) triggers nothing
-        _mods(ctl).trigger(m.path["mod"], at=at)
+        rack_modulators(ctl).trigger(m.path["mod"], at=at)
 
 
-def _mod_route(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def route(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     address, depth, *bounds = args
-    _mods(ctl).route(m.path["mod"], address, depth, *bounds, at=at)
+    rack_modulators(ctl).route(m.path["mod"], address, depth, *bounds, at=at)
 
 
-def _mod_unroute(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    _mods(ctl).unroute(m.path["mod"], args[0], at=at)
+def unroute(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    rack_modulators(ctl).unroute(m.path["mod"], args[0], at=at)
 
 
-def _mod_source(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    _mods(ctl).set_source(m.path["mod"], args[0], at=at)
+def source(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    rack_modulators(ctl).set_source(m.path["mod"], args[0], at=at)
 
 
-def _mod_steps(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
-    _mods(ctl).set_steps(m.path["mod"], args, at=at)
+def steps(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+    rack_modulators(ctl).set_steps(m.path["mod"], args, at=at)
 
 
-def _mod_list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def listing(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     replies: list[Reply] = []
-    for mod in _modulation_state(ctl):
+    for mod in modulation_state(ctl):
         flat = [x for pair in mod.values for x in pair]
         replies.append(("/mod/modulator", [mod.mod_id, mod.kind, mod.source, *flat]))
         for route in mod.routes:
             replies.append(("/mod/route", [mod.mod_id, route.address, route.depth, route.low,
                                            route.high]))  # fmt: skip
-    return [*replies, ("/mod/list", [len(_modulation_state(ctl))])]
+    return [*replies, ("/mod/list", [len(modulation_state(ctl))])]

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from .controller import Controller
 
 
-def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
+def load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     preset = ctl.presets.load(check_name(args[0]))
-    _check_mappings(ctl, preset.midi, f"preset '{preset.name}'")
+    check_mappings(ctl, preset.midi, f"preset '{preset.name}'")
     nodes = ctl.nodes
     if preset.nodes:  # a rack's: each node its part (nodes it does not name keep theirs)
         if not nodes:
@@ -40,7 +40,7 @@ def _preset_load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
         ctl.midi.replace(preset.midi)
 
 
-def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     name, *overwrite = args
     nodes = ctl.nodes
     if len(nodes) > 1:  # a rack's: each node's state under its name
@@ -56,7 +56,7 @@ def _preset_save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> 
     return [("/preset/saved", [name])]
 
 
-def _check_mappings(ctl: Controller, mappings: list[Mapping], where: str) -> None:
+def check_mappings(ctl: Controller, mappings: list[Mapping], where: str) -> None:
     """Refuse mappings read from a file whose address is not a parameter's address."""
     for mapping in mappings:
         try:

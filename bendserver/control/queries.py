@@ -13,13 +13,13 @@ from ..engine.rack import Rack
 from ..errors import BendingError
 from ..modulation import KINDS
 from .grammar import Match, Reply
-from .mods import _mods, _modulation_state
+from .mods import modulation_state, rack_modulators
 
 if TYPE_CHECKING:
     from .controller import Controller
 
 
-def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def listing(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     what = args[0] if args else "addresses"
     engine = ctl.engine
     listings: dict[str, Callable[[], list[Any]]] = {
@@ -39,7 +39,7 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
         ],
         "presets": ctl.presets.names,
         "attributes": lambda: list(engine.model.attributes),
-        "modulators": lambda: [m.mod_id for m in _modulation_state(ctl)],
+        "modulators": lambda: [m.mod_id for m in modulation_state(ctl)],
         "kinds": lambda: list(KINDS),
     }
     if what not in listings:
@@ -47,11 +47,11 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
     return [(f"/list/{what}", list(listings[what]()))]
 
 
-def _get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     address = m.path["address"]
     parts = address.strip("/").split("/")
     if len(parts) == 3 and parts[0] == "mod":
-        return [(f"/get{address}", [_mods(ctl).get(parts[1], parts[2])])]
+        return [(f"/get{address}", [rack_modulators(ctl).get(parts[1], parts[2])])]
     _one_node(ctl, "get", address)
     state = ctl.engine.applied_state
     parts = address.strip("/").split("/")
@@ -94,7 +94,7 @@ def _one_node(ctl: Controller, query: str, address: str) -> None:
         )
 
 
-def _scheduled(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def scheduled(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     address = m.path["address"]
     entry = ctl.table.route(address).entry  # a clear error for an address that does not exist
     if ctl.prefix == "" and not entry.rack:
@@ -106,7 +106,7 @@ def _scheduled(ctl: Controller, m: Match, args: list[Any], at: int | None) -> li
     return [(f"/scheduled{address}", [round(seconds, 3), *item.values])]
 
 
-def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     stats = ctl.engine.stats_dict()
     ordered = {"blocks": stats.pop("blocks"), **(ctl.counters() if ctl.counters else {}), **stats}
     flat: list[Any] = []
@@ -115,5 +115,5 @@ def _stats(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[R
     return [("/stats", flat)]
 
 
-def _ping(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def ping(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     return [("/pong", [])]

@@ -12,44 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BendingError
 from ..limits import MAX_RAMP_MS
-from .bends import (
-    _add,
-    _attribute,
-    _clear,
-    _enable,
-    _engine_setting,
-    _interp,
-    _remove,
-    _reset,
-    _set_param,
-    _version,
-)
+from . import bends, live, midi, mods, presets, queries, takes
 from .grammar import Address, Arg, Match, Schema, Table
-from .live import _frame_in, _model_load, _node_load, _subscribe, _unsubscribe
-from .midi import (
-    _midi_learn,
-    _midi_list,
-    _midi_load,
-    _midi_map,
-    _midi_program,
-    _midi_save,
-    _midi_unmap,
-)
-from .mods import (
-    _mod_add,
-    _mod_clear,
-    _mod_list,
-    _mod_remove,
-    _mod_route,
-    _mod_set,
-    _mod_source,
-    _mod_steps,
-    _mod_trigger,
-    _mod_unroute,
-)
-from .presets import _preset_load, _preset_save
-from .queries import _get, _list, _ping, _scheduled, _stats
-from .takes import _record_score, _record_stop
 
 if TYPE_CHECKING:
     from .controller import Controller
@@ -67,14 +31,14 @@ _RECORD_ADDRESSES = (
         "record every change applied from the next block on, at its block, as a score in the "
         "user's scores folder (render --score plays it again; 1: replace one of that name); "
         "reply /record/started name sample",
-        _record_score,
+        takes.record,
         rack=True,
     ),
     Address(
         "/record/stop",
         Schema(),
         "write the score being recorded; reply /record/stopped name messages path",
-        _record_stop,
+        takes.stop,
         rack=True,
     ),
 )
@@ -89,17 +53,17 @@ _MOD_ADDRESSES = (
         ),
         "add a modulator: kind lfo, drift, steps, follower or envelope, with parameters "
         "(docs/modulation.md); it drives nothing until routed",
-        _mod_add,
+        mods.add,
         rack=True,
     ),
     Address(
         "/mod/remove",
         Schema((Arg("id", "text", choices="modulators"),)),
         "remove a modulator (what it drove goes back to its own value)",
-        _mod_remove,
+        mods.remove,
         rack=True,
     ),
-    Address("/mod/clear", Schema(), "remove every modulator", _mod_clear, rack=True),
+    Address("/mod/clear", Schema(), "remove every modulator", mods.clear, rack=True),
     Address(
         "/mod/<mod>/route",
         Schema(
@@ -109,35 +73,35 @@ _MOD_ADDRESSES = (
         "drive a parameter (/bend/<op>/<param> on activations, /engine/gain, /engine/mix; a "
         "rack's node's name first): its own value + depth x the modulator x (high - low), "
         "within low..high (default: the parameter's range)",
-        _mod_route,
+        mods.route,
         rack=True,
     ),
     Address(
         "/mod/<mod>/unroute",
         Schema((Arg("address", "text"),)),
         "stop driving a parameter",
-        _mod_unroute,
+        mods.unroute,
         rack=True,
     ),
     Address(
         "/mod/<mod>/source",
         Schema((Arg("name", "text", choices="nodes"),)),
         "what a follower or an envelope's onsets listen to: in (the input) or a node's output",
-        _mod_source,
+        mods.source,
         rack=True,
     ),
     Address(
         "/mod/<mod>/steps",
         Schema((Arg("value", low=0.0, high=1.0),), repeated=(Arg("value", low=0.0, high=1.0),)),
         "a step sequence's values, 0..1, one per step",
-        _mod_steps,
+        mods.steps,
         rack=True,
     ),
     Address(
         "/mod/<mod>/trigger",
         Schema((Arg("on", "flag"),)),
         "start an envelope again at the next block (1; 0: nothing, as a note's release)",
-        _mod_trigger,
+        mods.trigger,
         coalesce=True,
         rack=True,
     ),
@@ -146,7 +110,7 @@ _MOD_ADDRESSES = (
         Schema((Arg("value"),)),
         "set a modulator's parameter (lfo: rate phase; drift: rate seed; steps: bpm division; "
         "follower: attack_ms release_ms gain; envelope: attack_ms hold_ms release_ms onset)",
-        _mod_set,
+        mods.set_param,
         coalesce=True,
         rack=True,
     ),
@@ -155,7 +119,7 @@ _MOD_ADDRESSES = (
         Schema(),
         "reply /mod/modulator id kind source param value ... for each modulator, "
         "/mod/route id address depth low high for each route, then /mod/list count",
-        _mod_list,
+        mods.listing,
         query=True,
         rack=True,
     ),
@@ -175,14 +139,14 @@ ADDRESSES: tuple[Address, ...] = (
         "/bend/<id>/<param>",
         Schema((Arg("value"),), (Arg("ramp_ms", low=0.0, high=MAX_RAMP_MS),)),
         "set an op parameter, ramped over ramp_ms",
-        _set_param,
+        bends.set_param,
         coalesce=True,
     ),
     Address(
         "/bend/<id>/enable",
         Schema((Arg("on", "flag"),)),
         "switch an op off (0: pass-through) or on (1)",
-        _enable,
+        bends.enable,
         coalesce=True,
     ),
     Address(
@@ -200,65 +164,67 @@ ADDRESSES: tuple[Address, ...] = (
             ),
         ),
         "add an op on the weights/activations matching key (graph rebuilt off the audio thread)",
-        _add,
+        bends.add,
     ),
-    Address("/bend/remove", Schema((Arg("id", "text", choices="ops"),)), "remove an op", _remove),
-    Address("/bend/clear", Schema(), "remove every op", _clear),
+    Address(
+        "/bend/remove", Schema((Arg("id", "text", choices="ops"),)), "remove an op", bends.remove
+    ),
+    Address("/bend/clear", Schema(), "remove every op", bends.clear),
     Address(
         "/interp",
         Schema(repeated=(Arg("version", "text", choices="versions"), Arg("weight")), min_repeats=1),
         "weights of the version mix (normalised)",
-        _interp,
+        bends.interp,
         coalesce=True,
     ),
     Address(
         "/version",
         Schema((Arg("name", "text", choices="versions"),)),
         "switch weight version (ends interpolating)",
-        _version,
+        bends.version,
     ),
     Address(
         "/preset/load",
         Schema((Arg("name", "text", choices="presets"),)),
         "load a preset: the user's presets folder first, then the shipped presets",
-        _preset_load,
+        presets.load,
         rack=True,
     ),
     Address(
         "/preset/save",
         Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
         "save the bending into the user's presets folder (1: replace one of that name)",
-        _preset_save,
+        presets.save,
         rack=True,
     ),
     Address(
         "/engine/gain",
         Schema((Arg("value", low=0.0, high=16.0),)),
         "output gain, 0..16",
-        _engine_setting("set_gain"),
+        bends.engine_setting("set_gain"),
         coalesce=True,
     ),
     Address(
         "/engine/mix",
         Schema((Arg("value", low=0.0, high=1.0),)),
         "dry/wet mix, 0 (dry) .. 1 (wet)",
-        _engine_setting("set_mix"),
+        bends.engine_setting("set_mix"),
         coalesce=True,
     ),
     Address(
         "/engine/bypass",
         Schema((Arg("on", "flag"),)),
         "pass the input through",
-        _engine_setting("set_bypass"),
+        bends.engine_setting("set_bypass"),
         coalesce=True,
     ),
-    Address("/engine/reset", Schema(), "clear the streaming state", _reset),
+    Address("/engine/reset", Schema(), "clear the streaming state", bends.reset),
     Address(
         "/attr/<name>",
         Schema((Arg("value", "value"),), repeated=(Arg("value", "value"),)),
         "set an attribute of an nn~ TorchScript file (its set_<name>: one value for each it "
         "takes, a sound file's path for a tensor or buffer; /list attributes)",
-        _attribute,
+        bends.attribute,
         coalesce=True,
     ),
     Address(
@@ -267,7 +233,7 @@ ADDRESSES: tuple[Address, ...] = (
         "send the frames of every method at a control rate (/out/<node>/<method> f f ..., "
         "one float per channel) to the sender's host on port (default: the reply port); "
         "reply /out/subscribed with their addresses",
-        _subscribe,
+        live.subscribe,
         query=True,
         rack=True,
         needs="frames",
@@ -277,7 +243,7 @@ ADDRESSES: tuple[Address, ...] = (
         Schema((), (Arg("port", low=1, high=65535),)),
         "stop sending frames to the sender's host (on port; none given: any); reply "
         "/out/unsubscribed with how many stopped",
-        _unsubscribe,
+        live.unsubscribe,
         query=True,
         rack=True,
         needs="frames",
@@ -287,7 +253,7 @@ ADDRESSES: tuple[Address, ...] = (
         Schema((Arg("value"),), repeated=(Arg("value"),)),
         "the frame a server whose first method takes frames (decode) plays from the next "
         "block on, held until the next: one value per channel",
-        _frame_in,
+        live.frame_in,
         coalesce=True,
         rack=True,
         needs="frames",
@@ -298,7 +264,7 @@ ADDRESSES: tuple[Address, ...] = (
         "reply with names: addresses, nodes (a rack's, in playing order), weights, "
         "activations, targets (both), versions, ops, types, bends, presets, attributes, "
         "modulators, kinds",
-        _list,
+        queries.listing,
         query=True,
         rack=True,
     ),
@@ -307,7 +273,7 @@ ADDRESSES: tuple[Address, ...] = (
         Schema(),
         "reply with the value playing now, e.g. /get/bend/mask/prob (a rack's node: "
         "/get/<node>/bend/mask/prob, answered /<node>/get/bend/mask/prob)",
-        _get,
+        queries.get,
         query=True,
     ),
     Address(
@@ -315,7 +281,7 @@ ADDRESSES: tuple[Address, ...] = (
         Schema(),
         "reply with the message to an address scheduled last (seconds ahead, then its "
         "arguments; none: nothing scheduled)",
-        _scheduled,
+        queries.scheduled,
         query=True,
     ),
     Address(
@@ -323,11 +289,11 @@ ADDRESSES: tuple[Address, ...] = (
         Schema(),
         "reply: blocks N late N errors N p50_ms F p99_ms F max_ms F ... (a rack of several: "
         "<node>_p50_ms F <node>_max_ms F for each; /<node>/stats: that node's own)",
-        _stats,
+        queries.stats,
         query=True,
         rack=True,
     ),
-    Address("/ping", Schema(), "reply /pong", _ping, query=True, rack=True),
+    Address("/ping", Schema(), "reply /pong", queries.ping, query=True, rack=True),
     Address(
         "/model/load",
         Schema((Arg("model", "text"),), (Arg("preset", "text"),)),
@@ -335,7 +301,7 @@ ADDRESSES: tuple[Address, ...] = (
         "serve --allow-code-from only; its own preset, or the one named, none: no preset): "
         "probed in a child process, warmed up, crossfaded over --xfade-ms; "
         "reply /model/loaded name probe_s load_s warm_s (probe_s -1: not probed)",
-        _model_load,
+        live.model_load,
     ),
     Address(
         "/node/<node>/load",
@@ -344,14 +310,14 @@ ADDRESSES: tuple[Address, ...] = (
         "keeps its name and place: it must take and give what the node does; probed, warmed "
         "up on the node's input and crossfaded as /model/load; reply /node/loaded name model "
         "probe_s load_s warm_s",
-        _node_load,
+        live.node_load,
         rack=True,
     ),
     Address(
         "/midi/learn",
         Schema((Arg("address", "text"),), _MIDI_OPTIONS),
         "map the next MIDI control moved (CC, 14-bit CC, note, pitch bend) to a parameter",
-        _midi_learn,
+        midi.learn,
         rack=True,
     ),
     Address(
@@ -366,14 +332,14 @@ ADDRESSES: tuple[Address, ...] = (
             _MIDI_OPTIONS,
         ),
         "map a MIDI control (kind cc, cc14, note or pitchbend; channel 1-16) to a parameter",
-        _midi_map,
+        midi.map_control,
         rack=True,
     ),
     Address(
         "/midi/unmap",
         Schema((), (Arg("address", "text"),)),
         "remove the MIDI mappings to an address (none given: all); reply how many",
-        _midi_unmap,
+        midi.unmap,
         rack=True,
     ),
     Address(
@@ -381,7 +347,7 @@ ADDRESSES: tuple[Address, ...] = (
         Schema(),
         "reply /midi/mapping address kind channel number low high curve invert ramp_ms for "
         "each mapping, then /midi/list count port learning",
-        _midi_list,
+        midi.listing,
         query=True,
         rack=True,
     ),
@@ -389,21 +355,21 @@ ADDRESSES: tuple[Address, ...] = (
         "/midi/save",
         Schema((Arg("name", "text"),), (Arg("overwrite", "flag"),)),
         "save the MIDI mappings as a mappings file in the user's folder (1: replace one)",
-        _midi_save,
+        midi.save,
         rack=True,
     ),
     Address(
         "/midi/load",
         Schema((Arg("name", "text"),)),
         "load a mappings file saved with /midi/save",
-        _midi_load,
+        midi.load,
         rack=True,
     ),
     Address(
         "/midi/program",
         Schema((Arg("number", low=0, high=127),)),
         "load preset number N of /list presets (what a MIDI program change does)",
-        _midi_program,
+        midi.program,
         rack=True,
     ),
     *_MOD_ADDRESSES,
@@ -419,8 +385,10 @@ ADDRESSES: tuple[Address, ...] = (
 )
 
 
+#: The address space, routing by :data:`ADDRESSES`; :func:`route` matches an address to its entry,
+#: :func:`coalescing_pattern` gives the OSC intake the addresses whose values coalesce.
 TABLE = Table(ADDRESSES)
 route = TABLE.route
+coalescing_pattern = TABLE.coalescing_pattern
 #: First words of the table's addresses: a node of that name would hide them.
 ROOT_WORDS = TABLE.root_words
-coalescing_pattern = TABLE.coalescing_pattern

@@ -9,14 +9,14 @@ from ..modulation import modulators_of
 from ..presets.library import check_name
 from ..takes import ScoreRecorder
 from .grammar import Match, Reply
-from .mods import _mods
+from .mods import rack_modulators
 
 if TYPE_CHECKING:
     from .controller import Controller
 
 
-def _record_score(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
-    _mods(ctl)  # a node's controller is refused: the take is the rack's
+def record(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+    rack_modulators(ctl)  # a node's controller is refused: the take is the rack's
     if ctl.recorder is not None:
         raise BendingError(f"a score is recording ('{ctl.recorder.name}'): /record/stop first")
     name, *overwrite = args
@@ -29,7 +29,7 @@ def _record_score(ctl: Controller, m: Match, args: list[Any], at: int | None) ->
     return [("/record/started", [name, ctl.engine.time])]
 
 
-def _record_stop(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
+def stop(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     recorder = ctl.recorder
     if recorder is None:
         raise BendingError("no score is recording: /record/score <name> starts one")

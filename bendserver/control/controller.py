@@ -23,7 +23,7 @@ from ..schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 from ..takes import ScoreRecorder
 from .grammar import Address, Match, Reply
 from .live import model_load, node_load
-from .table import TABLE
+from .table import ROOT_WORDS, TABLE, route
 
 Counters = Callable[[], dict[str, float]]
 #: Seconds before its time that a scheduled message is prepared (submitted to the engine).
@@ -91,7 +91,7 @@ class Controller:
         node of the rack (its own addresses), held in the same schedule, and answered under
         the node's address (``/<node>/get/...``); so is ``/get/<node>/...``."""
         ctl, inner = self._target(address)
-        match = replace(self.table.route(inner), client=client)
+        match = replace(route(inner), client=client)
         values = match.entry.schema.parse(inner, args)
         if client is not None and at is not None and not match.entry.query:
             if at > self._horizon():
@@ -136,7 +136,7 @@ class Controller:
         parts = address.split("/", 3)
         if len(parts) < 3 or parts[0] or not parts[2]:
             return self, address
-        if parts[1] in nodes and parts[1] not in self.table.root_words:
+        if parts[1] in nodes and parts[1] not in ROOT_WORDS:
             return self.node_controller(parts[1]), address[len(parts[1]) + 1 :]
         if parts[1] in _NODE_QUERIES and parts[2] in nodes and len(parts) == 4 and parts[3]:
             return self.node_controller(parts[2]), f"/{parts[1]}/{parts[3]}"
@@ -149,7 +149,7 @@ class Controller:
     def check(self, address: str, args: Sequence[Any] = ()) -> None:
         """Refuse a message that routes nowhere or has wrong arguments (nothing is applied)."""
         _, inner = self._target(address)
-        self.table.route(inner).entry.schema.parse(inner, args)
+        route(inner).entry.schema.parse(inner, args)
 
     @property
     def nodes(self) -> dict[str, Any]:
@@ -172,7 +172,7 @@ class Controller:
         if self.switcher is None or self.switcher.loading is None:
             return False
         try:
-            handler = self.table.route(self._target(address)[1]).entry.handler
+            handler = route(self._target(address)[1]).entry.handler
         except BendingError:
             return False
         return handler in (model_load, node_load)
@@ -182,7 +182,7 @@ class Controller:
         added, a version...: tens of milliseconds or more), not a parameter's value nor a
         query (False for an address that routes nowhere)."""
         try:
-            entry = self.table.route(self._target(address)[1]).entry
+            entry = route(self._target(address)[1]).entry
         except BendingError:
             return False
         return not (entry.coalesce or entry.query)
@@ -190,7 +190,7 @@ class Controller:
     def is_query(self, address: str) -> bool:
         """Whether ``address`` is a query (False for an address that routes nowhere)."""
         try:
-            return self.table.route(address).entry.query
+            return route(address).entry.query
         except BendingError:
             return False
 

@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BendingError
 from ..midi.mappings import Mapping, read_mappings, write_mappings
 from ..presets.library import check_name
+from . import presets
 from .grammar import Match, Reply
 from .mods import rack_modulators
-from .presets import check_mappings
-from .presets import load as load_preset
 
 if TYPE_CHECKING:
     from .controller import Controller
@@ -96,7 +95,7 @@ def load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     if not path.is_file():
         raise BendingError(f"no MIDI mappings '{args[0]}' (saved with /midi/save {args[0]})")
     mappings = read_mappings(path)
-    check_mappings(ctl, mappings, f"MIDI mappings '{args[0]}'")
+    presets.check_mappings(ctl, mappings, f"MIDI mappings '{args[0]}'")
     ctl.midi.replace(mappings)
 
 
@@ -105,4 +104,4 @@ def program(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     number = int(args[0])
     if number >= len(names):
         raise BendingError(f"program {number}: there are {len(names)} presets (/list presets)")
-    load_preset(ctl, m, [names[number]], at)
+    presets.load(ctl, m, [names[number]], at)

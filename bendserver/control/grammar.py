@@ -183,6 +183,8 @@ class Table:
 
 
 def match(pattern: list[str], parts: list[str]) -> dict[str, str] | None:
+    """The values of ``pattern``'s ``<names>`` in an address's ``parts``, or None where it does
+    not match (``<address>`` takes the rest of the address)."""
     path: dict[str, str] = {}
     for index, word in enumerate(pattern):
         if word == "<address>":  # the rest of the address, for /get

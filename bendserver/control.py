@@ -32,6 +32,7 @@ from .midi.mappings import Mapping, MidiMap, read_mappings, write_mappings
 from .modulation import KINDS, Modulators, modulators_of
 from .paths import user_dir
 from .presets.library import Preset, PresetLibrary, check_name
+from .roots import ROOT_WORDS
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 from .takes import ScoreRecorder
 
@@ -1188,8 +1189,6 @@ _ROUTES = sorted(
     (a for a in ADDRESSES if a.handler is not _node_address),
     key=lambda a: -sum(not p.startswith("<") for p in a.parts),
 )
-#: First words of the table's addresses: a node of that name would hide them.
-ROOT_WORDS = frozenset(a.parts[0] for a in ADDRESSES if not a.parts[0].startswith("<"))
 #: The queries that also take a node's name after their word (``/get/<node>/...``).
 _NODE_QUERIES = ("get", "scheduled")
 

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,24 +102,11 @@ def _sizes(text: str) -> list[int]:
 
 def _take_models(args: argparse.Namespace) -> None:
     """Repeated ``-m`` or ``--rack`` as ``args.rack`` (a RackSpec; None: one model), and
-    ``args.model`` as the first model, for what takes one."""
-    if not hasattr(args, "rack"):  # a command of one model
-        return
-    from .rackspec import RackSpec, split_method
+    ``args.model`` as the first model, for what takes one (:func:`bendserver.play.chosen`)."""
+    if hasattr(args, "rack"):  # else a command of one model
+        from .play import chosen
 
-    listed = args.model if isinstance(args.model, list) else None
-    if listed and args.rack is not None:
-        raise BendingError("give the models with -m or with --rack, not both")
-    if args.rack is not None:
-        args.rack = RackSpec.find(args.rack)
-    else:
-        models = listed or [args.model or DEFAULT_MODEL]
-        args.model, method = split_method(models[0])
-        several = len(models) > 1 or method != "forward"
-        args.rack = RackSpec.chain(models) if several else None
-    if args.rack is not None:
-        args.rack.check()
-        args.model = args.rack.nodes[0].model
+        args.model, args.rack = chosen(args.model, args.rack)
 
 
 def _probe(args: argparse.Namespace) -> None:
@@ -329,13 +317,13 @@ def _info(args: argparse.Namespace) -> int:
     import torch
 
     from .attributes import shown
-    from .loader import load_model
+    from .play import PlayOptions
     from .tracing.script import ConversionError
 
     _probe(args)
     if args.rack is not None:
         return _info_rack(args)
-    model = load_model(args.model, search=args.models_dir, latency=args.latency)
+    model = PlayOptions.of(args).load()
     print(f"{model.name}: {model.description}")
     print(
         f"sample rate {model.sample_rate} Hz, block {model.block}, latency {model.latency} "
@@ -379,9 +367,10 @@ def _info(args: argparse.Namespace) -> int:
 
 def _info_rack(args: argparse.Namespace) -> int:
     """A rack's nodes, edges, what each carries, and its latency."""
+    from .play import PlayOptions
     from .rackspec import counted
 
-    rack = args.rack.build(search=args.models_dir)
+    rack, _ = PlayOptions.of(args).build()
     print(f"rack of {counted(rack)}, block {rack.block}, {rack.sample_rate} Hz")
     for name in rack.order:
         node = rack.nodes[name]
@@ -403,6 +392,7 @@ def _bench(args: argparse.Namespace) -> int:
     import torch
 
     from .measure.bench import bench_blocks, bench_rack, bench_weight_apply, format_results
+    from .play import PlayOptions
 
     torch.set_num_threads(args.threads)
     _retune(args)
@@ -410,17 +400,8 @@ def _bench(args: argparse.Namespace) -> int:
         results = bench_rack(
             args.rack, args.block, args.calls, args.models_dir, args.optimize, args.device
         )
-    else:
-        results = bench_blocks(
-            args.model,
-            args.block,
-            args.calls,
-            args.preset,
-            args.models_dir,
-            args.optimize,
-            args.device,
-            args.latency,
-        )
+    else:  # --block: the block sizes, each the engine's in turn
+        results = bench_blocks(replace(PlayOptions.of(args), block=None), args.block, args.calls)
     apply = bench_weight_apply(args.apply_sizes) if args.apply_sizes else []
     if args.json:
         print(json.dumps({"blocks": results, "weight_apply": apply}, indent=2))

@@ -40,22 +40,21 @@ from .audio.jackclient import JackXruns, server_xruns
 from .audio.priority import DISCOVERY, set_realtime
 from .audio.reporter import Reporter
 from .audio.ring import RingBackend
-from .audiofile import sound_info, streams_for
+from .audiofile import sound_info
 from .control import Controller
-from .engine import StreamEngine
 from .engine.frames import FrameEnds, HeldFrame, frame_taps
 from .engine.node import Node
 from .engine.rack import Rack
 from .errors import BendingError
 from .files import check_writable
-from .loader import DEFAULT_MODEL, add_versions, load_model
+from .loader import DEFAULT_MODEL
 from .midi.input import MidiInput
 from .midi.mappings import Mapping
 from .modulation import modulators_of
 from .osc import OscService
 from .osc.frames import FRAME_RATE, FrameStreams
 from .osc.oscquery import OscQueryService, preload_libraries
-from .presets.library import load_preset, preset_for
+from .play import PlayOptions
 from .rackspec import counted
 from .switching import ModelSwitcher
 from .takes import ScoreRecorder
@@ -580,42 +579,11 @@ def _ops(node: Node) -> str:
 
 
 def _engine(options: ServeOptions) -> tuple[Rack, list[Mapping]]:
-    """The engine (or rack) ``options`` describe, and the MIDI mappings of its preset."""
+    """The rack ``options`` describe (:class:`~bendserver.play.PlayOptions`), playing the
+    input's channels (one stream each), and the MIDI mappings of its preset."""
     torch.set_num_threads(options.threads)
     torch.set_flush_denormal(True)  # denormal floats in a decaying filter cost 10-100x
-    if options.rack is not None:
-        return _rack(options), []
-    model = load_model(options.model, options.device, options.models_dir, options.latency)
-    add_versions(model, options.version)
-    name = preset_for(model, options.preset)
-    preset = load_preset(name) if name is not None else None
-    channels = options.channels or _file_channels(options.input)
-    engine = StreamEngine(
-        model,
-        options.method,
-        block=options.block,
-        device=options.device,
-        preset=preset,
-        fuse=not options.no_fuse,
-        optimize=options.optimize,
-        streams=streams_for(channels, model.method(options.method).in_channels),
-    )
-    return engine, preset.midi if preset is not None else []
-
-
-def _rack(options: ServeOptions) -> Rack:
-    """The rack ``options.rack`` describes, playing the input's channels (one stream each)."""
-    rack = options.rack.build(
-        block=options.block,
-        device=options.device,
-        optimize=options.optimize,
-        fuse=not options.no_fuse,
-        search=options.models_dir,
-        preset=options.preset,
-    )
-    channels = options.channels or _file_channels(options.input)
-    rack.set_streams(streams_for(channels, rack.spec.in_channels))
-    return rack
+    return PlayOptions.of(options).build(options.channels or _file_channels(options.input))
 
 
 def _file_channels(text: str) -> int:

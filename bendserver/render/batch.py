@@ -36,12 +36,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import BendingError
 from ..files import check_writable, commit, discard, write_text, writing
+from ..play import PlayOptions
 from ..rackspec import RackSpec
 from ..readers import read_json
 from .offline import ScoreEvent, render_file
@@ -85,6 +86,21 @@ class Recipe:
         made["versions_digest"] = [_digest_if_file(v) for v in self.versions]
         return made
 
+    def playing(self) -> PlayOptions:
+        """What plays every file."""
+        return PlayOptions(
+            model=self.model,
+            rack=self.rack,
+            preset=self.preset,
+            models_dir=self.models_dir,
+            versions=self.versions,
+            latency=self.latency,
+            block=self.block,
+            device=self.device,
+            optimize=self.optimize,
+            fuse=self.fuse,
+        )
+
 
 @dataclass(frozen=True)
 class Job:
@@ -126,35 +142,27 @@ class Done:
 
 
 class Worker:
-    """Loads the model once; renders each job from a fresh copy of it."""
+    """Loads the model once; renders each job from a fresh copy of it (a rack's nodes are
+    loaded for each job)."""
 
     def __init__(self, recipe: Recipe) -> None:
         import torch
 
         from ..passes.convolution import retune
-        from ..presets.library import preset_for
 
         torch.set_num_threads(recipe.threads)
         retune(recipe.retune)
         self.recipe = recipe
-        self.latency = recipe.latency
-        self.model = self._load()
-        self.latency = self.model.latency  # a .ts loaded again per file is measured once
-        self.preset = preset_for(self.model, recipe.preset)
-
-    def _load(self) -> Any:
-        from ..loader import add_versions, load_model
-
-        recipe = self.recipe
-        model = load_model(recipe.model, recipe.device, recipe.models_dir, self.latency)
-        add_versions(model, recipe.versions)
-        return model
+        self.play = recipe.playing()
+        self.model = None if self.play.rack is not None else self.play.load()
+        if self.model is not None:  # a .ts loaded again per file is measured once
+            self.play = replace(self.play, latency=self.model.latency)
 
     def _fresh_model(self) -> Any:
         """A copy of the loaded model no file has played. A TorchScript module is loaded
         again instead: a copy of it gets weights of its own that the bending (versions,
         weight ops) does not reach."""
-        return self._load() if self.model.bended.scripted else copy.deepcopy(self.model)
+        return self.play.load() if self.model.bended.scripted else copy.deepcopy(self.model)
 
     def render(
         self,
@@ -216,31 +224,12 @@ class Worker:
     def _engine(self, channels: int, plan: list) -> Any:
         """An engine over a fresh model for files of ``channels``, with the forms ``plan``
         (those it lacks are timed)."""
-        from ..audiofile import streams_for
-        from ..engine import StreamEngine
         from ..passes.convolution import use_form_plan
 
         use_form_plan(plan)
-        recipe, model = self.recipe, self._fresh_model()
-        if recipe.rack is not None:
-            return recipe.rack.build(
-                recipe.block,
-                recipe.device,
-                recipe.optimize,
-                None,  # render_file makes one stream per channel of the file
-                recipe.fuse,
-                recipe.models_dir,
-                recipe.preset,
-            )
-        return StreamEngine(
-            model,
-            block=recipe.block,
-            device=recipe.device,
-            preset=self.preset,
-            fuse=recipe.fuse,
-            optimize=recipe.optimize,
-            streams=streams_for(channels, model.method("forward").in_channels),
-        )
+        if self.model is None:  # a rack: render_file makes one stream per channel of the file
+            return self.play.build()[0]
+        return self.play.build(channels, self._fresh_model())[0]
 
     def render_bytes(self, job: Job, plan: list, data: bytes) -> tuple[Done, bytes]:
         """Render an input sent as bytes into a local temporary folder; the output's bytes

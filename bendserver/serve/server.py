@@ -1,11 +1,7 @@
-"""``bendserver serve``: a model played live, controlled over OSC.
-
-:class:`Server` puts the parts together: the engine (with its preset), an audio backend (a
-PortAudio device chosen by name, or the null backend clocked in real time), the callback with
-its processor (``direct`` or ``threaded``), an optional recorder, and the OSC service whose
-control worker applies messages between blocks. :func:`run` starts it, prints what it runs and
-how to talk to it, and stops it cleanly on Ctrl-C, SIGTERM or after ``--duration``.
-"""
+"""The live server: :class:`Server` puts the parts together (the rack with its preset, an audio
+backend, the callback with its processor, an optional recorder, the OSC service whose control
+worker applies messages between blocks, MIDI, OSCQuery and the page) and tears them down;
+:func:`run` serves until Ctrl-C, SIGTERM or ``--duration``."""
 
 from __future__ import annotations
 
@@ -15,14 +11,12 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from .audio import (
+from ..audio import (
     AudioCallback,
     AudioClock,
     ComputeGate,
@@ -34,38 +28,33 @@ from .audio import (
     ThreadedProcessor,
     file_loop,
     has_default_output,
-    output_devices,
 )
-from .audio.jackclient import JackXruns, server_xruns
-from .audio.priority import DISCOVERY, set_realtime
-from .audio.reporter import Reporter
-from .audio.ring import RingBackend
-from .audiofile import sound_info
-from .control import Controller
-from .engine.frames import FrameEnds, HeldFrame, frame_taps
-from .engine.node import Node
-from .engine.rack import Rack
-from .errors import BendingError
-from .files import check_writable
-from .loader import DEFAULT_MODEL
-from .midi.input import MidiInput
-from .midi.mappings import Mapping
-from .modulation import modulators_of
-from .osc import OscService
-from .osc.frames import FRAME_RATE, FrameStreams
-from .osc.oscquery import OscQueryService, preload_libraries
-from .play import PlayOptions
-from .rackspec import counted
-from .switching import ModelSwitcher
-from .takes import ScoreRecorder
-from .ui import Meters
+from ..audio.jackclient import JackXruns, server_xruns
+from ..audio.priority import DISCOVERY, set_realtime
+from ..audio.reporter import Reporter
+from ..audio.ring import RingBackend
+from ..audiofile import sound_info
+from ..control import Controller
+from ..engine.frames import FrameEnds, HeldFrame, frame_taps
+from ..engine.node import Node
+from ..engine.rack import Rack
+from ..errors import BendingError
+from ..files import check_writable
+from ..midi.input import MidiInput
+from ..midi.mappings import Mapping
+from ..modulation import modulators_of
+from ..osc import OscService
+from ..osc.frames import FrameStreams
+from ..osc.oscquery import OscQueryService, preload_libraries
+from ..play import PlayOptions
+from ..switching import ModelSwitcher
+from ..takes import ScoreRecorder
+from ..ui import Meters
+from .banner import ServerBanner, title
+from .options import LATENCY_MODES, ServeOptions
 
 log = logging.getLogger("bendserver.serve")
 
-#: ``ring``: the device callback is C and copies between rings, the engine computes ahead on its
-#: own thread (the default on a device); ``direct``/``threaded``: a Python callback (the null
-#: backend's, which has no C callback to run).
-LATENCY_MODES = ("ring", "direct", "threaded")
 #: OSCQuery's default port: the OSC port plus this.
 OSCQUERY_OFFSET = 10
 #: The interpreter's thread switch interval while serving: the audio callback needs the GIL, and
@@ -75,62 +64,7 @@ SWITCH_INTERVAL = 0.0005
 FIRST_BLOCK_SECONDS = 2.0
 
 
-@dataclass
-class ServeOptions:
-    """What ``bendserver serve`` takes (see ``bendserver serve --help``)."""
-
-    model: str = DEFAULT_MODEL
-    preset: str | None = None  #: None: the model's own preset; "none": no preset
-    method: str = "forward"
-    osc_host: str = "127.0.0.1"
-    osc_port: int = 9000
-    reply_port: int = 9001
-    reply_host: str | None = None  #: None: the sender's host
-    #: OSCQuery's HTTP port; None: the OSC port + 10 (any free one with an ephemeral OSC
-    #: port, or when that one is taken); 0: no OSCQuery.
-    oscquery_port: int | None = None
-    zeroconf: bool = True  #: advertise OSCQuery over mDNS (``_oscjson._tcp``)
-    audio: str | None = None  #: device or host API name, "null", or None for the default
-    input: str = "silence"  #: "silence", a sound file (looped), or an input device name
-    block: int | None = None  #: the model's block (None: the model's native block)
-    device_block: int | None = None  #: frames per callback (None: the model's block)
-    record: str | None = None
-    #: A score of every change applied (``render --score`` plays the take again).
-    record_score: str | None = None
-    force: bool = False
-    latency_mode: str | None = None  #: None: ring on a device, direct on the null backend
-    #: Ring mode: model blocks computed ahead of what the device plays (None: those that last
-    #: 7 ms plus a block's compute, at least one).
-    ahead: int | None = None
-    allow: list[str] = field(default_factory=list)
-    duration: float | None = None
-    #: Device output channels (None: every channel of the device for a mono model).
-    output_channels: int | None = None
-    #: Channels played, one stream of the model each (None: the input file's, else one).
-    channels: int | None = None
-    threads: int = 1  #: torch threads of the process (one: see docs/serve.md)
-    no_fuse: bool = False  #: play the model's output without the output fuse
-    optimize: str = "passes"  #: how the bended graph is optimised (none, passes, compile)
-    device: str = "cpu"  #: where the model runs: cpu, cuda or cuda:N
-    models_dir: list[str] = field(default_factory=list)  #: more folders to find model names in
-    version: list[str] = field(default_factory=list)  #: weight files added as versions
-    latency: int | None = None  #: the model's latency in samples (None: its own, or measured)
-    midi: str | None = None  #: a MIDI input: "" a virtual port, else part of a port's name
-    xfade_ms: float = 50.0  #: ``/model/load``'s crossfade from the old model to the new
-    trust_model: bool = False  #: ``/model/load`` skips the probe in a child process
-    #: Folders a live load may import Python code from, beside the model folders (loads name
-    #: their model in a message: by default only names and TorchScript files load).
-    allow_code_from: list[str] = field(default_factory=list)
-    #: A rack of several nodes (repeated ``-m``, ``--rack``: a RackSpec) played instead of
-    #: ``model``; None: the one model.
-    rack: Any = None
-    #: Frames a second each stream of a method at a control rate sends at most over OSC.
-    frame_rate: float = FRAME_RATE
-    #: torch's random seed when the audio starts (models that draw noise); None: not set.
-    seed: int | None = None
-
-
-class Server:
+class Server(ServerBanner):
     """A running (or ready to run) live server; ``engine`` (an engine or a rack) may be given
     for tests and tools."""
 
@@ -274,7 +208,7 @@ class Server:
         chosen = port is not None
         if port is None:
             port = options.osc_port + OSCQUERY_OFFSET if options.osc_port else 0
-        name = f"bendserver {_title(self.engine)}"
+        name = f"bendserver {title(self.engine)}"
         recent = self.frames.recent if self.frames is not None else None
         errors = lambda: list(self.osc.worker.recent_errors)  # noqa: E731
         meters = self.meters = Meters(self.engine, self.counters, recent, errors)  # the page's
@@ -418,165 +352,6 @@ class Server:
         stats = self.engine.stats_dict()
         return {"blocks": stats.pop("blocks"), **self.counters(), **stats}
 
-    def banner(self) -> str:
-        """What runs, where, and one message to try."""
-        engine, options, lead = self.engine, self.options, self.lead
-        ms = 1000 * self.latency / engine.sample_rate
-        lines = [
-            *self._model_lines(),
-            f"runs on    {lead.runs_on}",
-            f"audio      {self.backend.name}",
-            f"input      {self.source.name if self.source else options.input}",
-            f"block      {engine.block} (device block {self.backend.block}"
-            f"{self._rates()}), {self._mode_line()}, graph optimised: {lead.optimize}",
-            *(f"compile    {r}" for n in engine.nodes.values() for r in n.compile_report),
-            f"latency    {self.latency} samples ({ms:.2f} ms) before the device's own: "
-            f"{self._latency_parts()}",
-            f"osc        listening on {self.osc.receiver.host}:{self.osc.port} "
-            f"(receive buffer {self.osc.rcvbuf} bytes granted), replies to "
-            f"{options.reply_host or 'the sender'}:{options.reply_port}",
-        ]
-        models = len(engine.nodes) + (len(engine.nodes) > 1)  # the model lines' count
-        for node in engine.nodes.values():
-            if node.bended.scripted:
-                unconverted = node.bended.unconverted.get(node.method)
-                lines.insert(
-                    models,
-                    f"torchscript {node.method}() plays as a direct scripted call: {unconverted}"
-                    if unconverted
-                    else f"torchscript {node.method}() converted into a graph: every op bends it",
-                )
-        if self.fallback:
-            found = sorted({d.hostapi for d in output_devices() or []})
-            hint = f" (found: {', '.join(found)})" if found else ""
-            lines.insert(
-                1,
-                "note       no default sound card: playing on the null backend; "
-                f"--audio NAME picks a device{hint}",
-            )
-        lines.append(
-            f"oscquery   {self.oscquery.url}"
-            + (" (zeroconf: _oscjson._tcp)" if self.oscquery.advertise else self._unadvertised())
-            if self.oscquery is not None
-            else "oscquery   off (--oscquery-port N serves the namespace to OSCQuery clients)"
-        )
-        if self.oscquery is not None:
-            lines.append(f"page       {self.oscquery.url}/ui (the control page, in a browser)")
-        networks = [str(n) for n in self.osc.receiver.networks]
-        if self.osc.receiver.host not in ("127.0.0.1", "::1", "localhost"):
-            lines.append(
-                f"allowed    OSC from {', '.join(networks)} only"
-                + ("" if options.allow else " (add networks with --allow CIDR)")
-            )
-        if self.running:
-            lines.append(
-                "priority   control worker at real-time priority"
-                if self.osc.realtime
-                else "priority   normal: no permission for real-time threads (see docs/serve.md)"
-            )
-        if self.midi is not None:
-            lines.append(
-                f"midi       {self.midi.name}, {len(self.controller.midi.mappings())} mappings"
-            )
-        if self.frames is not None:
-            lines.append(f"frames     {self.frames.describe()}")
-        if self.recorder is not None:
-            lines.append(f"recording  {self.recorder.path}")
-        there = f" on {options.reply_host}" if options.reply_host else ""
-        lines += [
-            f"replies    oscdump {options.reply_port} prints them{there}; oscsend localhost "
-            f"{self.osc.port} /get{self._example()[0]} answers the value playing",
-            "stop       Ctrl-C",
-            f"try        {self.example()}",
-        ]
-        return "\n".join(lines)
-
-    def _unadvertised(self) -> str:
-        """Why OSCQuery is not advertised over zeroconf."""
-        if not self.options.zeroconf:
-            return " (not advertised)"
-        return " (not advertised: OSC listens on loopback only)"
-
-    def _model_lines(self) -> list[str]:
-        """What plays: the model, or the rack's nodes in order (each with its ops and the
-        address its OSC messages start with)."""
-        engine = self.engine
-        shape = (
-            f"{engine.sample_rate} Hz, {engine.spec.in_channels} -> {engine.spec.out_channels} ch"
-            f"{f' x {engine.streams} streams' if engine.streams > 1 else ''}"
-        )
-        if len(engine.nodes) == 1:
-            node = self.lead
-            return [f"model      {node.model.name} ({node.method}, {shape}), {_ops(node)}"]
-        lines = [f"rack       {counted(engine)} ({shape}), /list nodes names them"]
-        for name in engine.order:
-            node = engine.nodes[name]
-            lines.append(f"node       /{name}: {node.model.name} ({node.method}), {_ops(node)}")
-        return lines
-
-    def _mode_line(self) -> str:
-        if self.mode != "ring":
-            return f"{self.mode} mode"
-        backend = self.backend
-        ahead, warm = backend.ahead, backend.warm_up
-        compute, late = (1e3 * float(np.percentile(a, 99)) for a in (warm.compute, warm.late))
-        return (
-            f"ring mode ({ahead} block{'s' if ahead > 1 else ''} ahead: {backend.slack} frames "
-            f"of time a block; warm-up compute p99 {compute:.2f} ms, wake-up p99 {late:.2f} ms)"
-        )
-
-    def _rates(self) -> str:
-        """The device's rate where the ring mode resamples to it."""
-        rate = getattr(self.backend, "rate", self.engine.sample_rate)
-        return "" if rate == self.engine.sample_rate else f" at {rate} Hz, resampled"
-
-    def _latency_parts(self) -> str:
-        """What the latency is made of: the model's (and where that figure comes from), and what
-        the audio path adds (in ring mode the prefill, known once the device's period is)."""
-        engine = self.engine
-        model = (
-            f"the model's {engine.latency} ({self.lead.model.latency_source})"
-            if len(engine.nodes) == 1
-            else f"the rack's {engine.latency} (its longest path's)"
-        )
-        if self.mode != "ring":
-            held = self.backend.latency
-            stream = f" and PortAudio's stream's {held}" if held else ""
-            return f"{model}, the {self.mode} path's {self.processor.latency}{stream}"
-        ring = self.backend
-        held = ring.delays()
-        parts = [model, f"the ring's {ring.prefill - held} at {ring.rate} Hz"]
-        if held:
-            parts.append(f"the resamplers' {held} at {ring.rate} Hz")
-        return ", ".join(parts)
-
-    def example(self) -> str:
-        """An ``oscsend`` line that changes a parameter of the loaded preset."""
-        address, value = self._example()
-        return f"oscsend localhost {self.osc.port} {address} f {value:g}"
-
-    def _example(self) -> tuple[str, float]:
-        """The address and a safe value of a parameter of the loaded preset (else the gain)."""
-        nodes = self.engine.nodes
-        prefix = "" if len(nodes) == 1 else f"/{self.engine.order[0]}"
-        for name, node in nodes.items():
-            for op_id, op in node.ops.items():
-                for param_name, param in op.params.items():
-                    prefix = "" if len(nodes) == 1 else f"/{name}"
-                    value = _example_value(param.low, param.high, op.get(param_name))
-                    return f"{prefix}/bend/{op_id}/{param_name}", value
-        return f"{prefix}/engine/gain", 0.5
-
-
-def _title(engine: Rack) -> str:
-    """The model's name, or the rack's nodes joined by '+'."""
-    nodes = engine.nodes
-    return next(iter(nodes.values())).model.name if len(nodes) == 1 else "+".join(nodes)
-
-
-def _ops(node: Node) -> str:
-    return f"ops {sorted(node.ops) or 'none'}"
-
 
 def _engine(options: ServeOptions) -> tuple[Rack, list[Mapping]]:
     """The rack ``options`` describe (:class:`~bendserver.play.PlayOptions`), playing the
@@ -612,13 +387,6 @@ def _source(text: str, engine: Rack, frames: int) -> tuple[Any, str | None]:
     if path.suffix.lower() in (".wav", ".flac", ".ogg", ".aiff", ".mp3"):
         raise BendingError(f"--input: no sound file {path}")
     return None, text
-
-
-def _example_value(low: float, high: float, current: float) -> float:
-    """A musically safe value to try: half the current one (a tenth of the way into the range
-    from 0 when it is 0), inside the range."""
-    value = current * 0.5 if current else 0.1 * (min(high, 1.0) - max(low, 0.0))
-    return round(min(high, max(low, value)), 4)
 
 
 def run(options: ServeOptions) -> int:

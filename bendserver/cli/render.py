@@ -86,13 +86,13 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def _job(source: Path, target: Path, events: list, settings: tuple = ()) -> Any:
-    from ..render.batch import Job
+    from ..render.worker import Job
 
     return Job(str(source), str(target), tuple(events), settings)
 
 
 def _recipe(args: argparse.Namespace) -> Any:
-    from ..render.batch import Recipe
+    from ..render.worker import Recipe
 
     return Recipe(
         model=args.model,
@@ -120,8 +120,10 @@ def _run_batch(args: argparse.Namespace, jobs: list, manifest: bool) -> int:
     one progress bar; Ctrl-C leaves the complete files and says how to go on."""
     from tqdm import tqdm
 
-    from ..render.batch import Done, Manifest, Plan, plan_jobs, run_jobs
+    from ..render.batch import Plan, plan_jobs, run_jobs
     from ..render.frames import source_info
+    from ..render.manifest import Manifest
+    from ..render.worker import Done
 
     recipe = _recipe(args)
     folder = Path(jobs[0].target).parent

@@ -21,7 +21,7 @@ from bendserver.paths import SHIPPED_PRESETS as PRESETS_DIR
 from bendserver.presets.library import PresetLibrary
 from bendserver.render.offline import parse_score, render_file
 from bendserver.serve import ServeOptions, Server
-from bendserver.serve.banner import _example_value
+from bendserver.serve.report import _example_value
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
 """``bendserver serve``: a model (or a rack) played live, controlled over OSC.
 
 :class:`Server` (:mod:`.server`) puts the parts together and tears them down, from
-:class:`ServeOptions` (:mod:`.options`); :mod:`.banner` says what it runs; :func:`run` serves
-until Ctrl-C, SIGTERM or ``--duration``.
+:class:`ServeOptions` (:mod:`.options`); :mod:`.report` says what it runs and counts;
+:func:`run` serves until Ctrl-C, SIGTERM or ``--duration``.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from ..audio.ring import RingBackend
 from ..audiofile import sound_info
 from ..control import Controller
 from ..engine.frames import FrameEnds, HeldFrame, frame_taps
-from ..engine.node import Node
 from ..engine.rack import Rack
 from ..errors import BendingError
 from ..files import check_writable
@@ -50,8 +49,8 @@ from ..play import PlayOptions
 from ..switching import ModelSwitcher
 from ..takes import ScoreRecorder
 from ..ui import Meters
-from .banner import ServerBanner, title
 from .options import LATENCY_MODES, ServeOptions
+from .report import ServerReport, title
 
 log = logging.getLogger("bendserver.serve")
 
@@ -64,7 +63,7 @@ SWITCH_INTERVAL = 0.0005
 FIRST_BLOCK_SECONDS = 2.0
 
 
-class Server(ServerBanner):
+class Server(ServerReport):
     """A running (or ready to run) live server; ``engine`` (an engine or a rack) may be given
     for tests and tools."""
 
@@ -223,11 +222,6 @@ class Server(ServerBanner):
                 raise
             return make(0)
 
-    @property
-    def lead(self) -> Node:
-        """The rack's first node: its device and optimisation are every node's."""
-        return next(iter(self.engine.nodes.values()))
-
     def _backend(self, device_input: str | None, null: bool) -> DeviceBackend | NullBackend:
         engine, audio = self.played, self.options.audio
         if null:
@@ -314,43 +308,6 @@ class Server(ServerBanner):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    # -- reporting ---------------------------------------------------------------------------
-
-    @property
-    def latency(self) -> int:
-        """Samples from input to output: the model's own plus what the processor (or the rings
-        and resamplers) add."""
-        return self.engine.latency + self.added_latency
-
-    @property
-    def added_latency(self) -> int:
-        """Samples the audio path adds to the model's own latency (model rate): the rings and
-        resamplers, or the processor's and what PortAudio's stream holds beyond the device."""
-        if self.processor is None:
-            return self.backend.latency
-        return self.processor.latency + self.backend.latency
-
-    def counters(self) -> dict[str, float]:
-        """The server's counters (audio and OSC), as /stats adds them to the engine's."""
-        counters = {"latency": self.latency, **self.callback.counters(), **self.osc.counters()}
-        if self.jack is not None:  # JACK's own count; the callback's flags tell fewer
-            counters["callback_xruns"] = counters["xruns"]
-            counters["xruns"] = self.jack.count
-        counters["latency_ms"] = 1e3 * self.latency / self.engine.sample_rate
-        counters["path_latency_ms"] = 1e3 * self.added_latency / self.engine.sample_rate
-        if self.midi is not None:
-            counters.update(self.midi.counters())
-        if self.mode == "threaded":
-            counters["overruns"] = self.processor.overruns
-        if self.recorder is not None:
-            counters["record_dropped"] = self.recorder.dropped
-        return counters
-
-    def stats(self) -> dict[str, float]:
-        """The engine's statistics with the server's counters, as /stats replies them."""
-        stats = self.engine.stats_dict()
-        return {"blocks": stats.pop("blocks"), **self.counters(), **stats}
 
 
 def _engine(options: ServeOptions) -> tuple[Rack, list[Mapping]]:

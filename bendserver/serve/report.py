@@ -1,6 +1,7 @@
-"""What a server says it runs: the banner :func:`~bendserver.serve.run` prints (the model or the
-rack's nodes, the audio path and its latency, the OSC, OSCQuery and page addresses, one message
-to try), as :class:`ServerBanner`, a side of :class:`~bendserver.serve.server.Server`."""
+"""What a server reports, as :class:`ServerReport`, a side of
+:class:`~bendserver.serve.server.Server`: its latency, the counters ``/stats`` adds to the
+engine's, and the banner :func:`~bendserver.serve.run` prints (the model or the rack's nodes,
+the audio path and its latency, the OSC, OSCQuery and page addresses, one message to try)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,12 @@ from ..rackspec import counted
 from .options import ServeOptions
 
 
-class ServerBanner:
-    """The banner's lines, from the parts a :class:`~bendserver.serve.server.Server` put
-    together."""
+class ServerReport:
+    """The figures and the banner's lines, from the parts a
+    :class:`~bendserver.serve.server.Server` put together."""
 
     engine: Rack
     options: ServeOptions
-    lead: Node
-    latency: int
     backend: Any
     processor: Any
     source: Any
@@ -35,6 +34,48 @@ class ServerBanner:
     fallback: bool
     running: bool
     mode: str
+    callback: Any
+    jack: Any
+
+    @property
+    def lead(self) -> Node:
+        """The rack's first node: its device and optimisation are every node's."""
+        return next(iter(self.engine.nodes.values()))
+
+    @property
+    def latency(self) -> int:
+        """Samples from input to output: the model's own plus what the processor (or the rings
+        and resamplers) add."""
+        return self.engine.latency + self.added_latency
+
+    @property
+    def added_latency(self) -> int:
+        """Samples the audio path adds to the model's own latency (model rate): the rings and
+        resamplers, or the processor's and what PortAudio's stream holds beyond the device."""
+        if self.processor is None:
+            return self.backend.latency
+        return self.processor.latency + self.backend.latency
+
+    def counters(self) -> dict[str, float]:
+        """The server's counters (audio and OSC), as /stats adds them to the engine's."""
+        counters = {"latency": self.latency, **self.callback.counters(), **self.osc.counters()}
+        if self.jack is not None:  # JACK's own count; the callback's flags tell fewer
+            counters["callback_xruns"] = counters["xruns"]
+            counters["xruns"] = self.jack.count
+        counters["latency_ms"] = 1e3 * self.latency / self.engine.sample_rate
+        counters["path_latency_ms"] = 1e3 * self.added_latency / self.engine.sample_rate
+        if self.midi is not None:
+            counters.update(self.midi.counters())
+        if self.mode == "threaded":
+            counters["overruns"] = self.processor.overruns
+        if self.recorder is not None:
+            counters["record_dropped"] = self.recorder.dropped
+        return counters
+
+    def stats(self) -> dict[str, float]:
+        """The engine's statistics with the server's counters, as /stats replies them."""
+        stats = self.engine.stats_dict()
+        return {"blocks": stats.pop("blocks"), **self.counters(), **stats}
 
     def banner(self) -> str:
         """What runs, where, and one message to try."""

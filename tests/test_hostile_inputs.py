@@ -37,8 +37,9 @@ from bendserver.osc.worker import ControlWorker
 from bendserver.presets.library import PresetLibrary, check_name, read_preset
 from bendserver.rackspec import RackSpec
 from bendserver.render import offline as render
-from bendserver.render.batch import MANIFEST, pending
+from bendserver.render.manifest import MANIFEST
 from bendserver.render.offline import ScorePlayer, parse_score, render_file
+from bendserver.render.worker import pending
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256

@@ -17,9 +17,10 @@ The handlers, grouped by what they drive: :mod:`.bends` (ops, versions, engine s
 :mod:`.live` (models loaded live, frames), :mod:`.mods` (modulators), :mod:`.takes`.
 """
 
+from ..roots import ROOT_WORDS
 from .controller import LEAD, Controller, Counters, Switcher
 from .grammar import Address, Arg, Handler, Match, Reply, Schema, Table
-from .table import ADDRESSES, ROOT_WORDS, TABLE, coalescing_pattern, route
+from .table import ADDRESSES, TABLE, coalescing_pattern, route
 
 __all__ = [
     "ADDRESSES",

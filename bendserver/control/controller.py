@@ -19,11 +19,12 @@ from ..errors import BendingError
 from ..midi.mappings import MidiMap
 from ..paths import user_dir
 from ..presets.library import PresetLibrary
+from ..roots import ROOT_WORDS
 from ..schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 from ..takes import ScoreRecorder
 from .grammar import Address, Match, Reply
 from .live import model_load, node_load
-from .table import ROOT_WORDS, TABLE, route
+from .table import TABLE, route
 
 Counters = Callable[[], dict[str, float]]
 #: Seconds before its time that a scheduled message is prepared (submitted to the engine).

@@ -157,8 +157,6 @@ class Table:
             (a for a in entries if not a.parts[0].startswith("<")),
             key=lambda a: -sum(not p.startswith("<") for p in a.parts),
         )
-        #: First words of the table's addresses: a node of that name would hide them.
-        self.root_words = frozenset(a.parts[0] for a in self.routes)
 
     def route(self, address: str) -> Match:
         """Match ``address`` against the entries (literal parts before ``<names>``)."""

@@ -12,6 +12,7 @@ from ..bending.ops import OPS
 from ..engine.rack import Rack
 from ..errors import BendingError
 from ..modulation import KINDS
+from ..roots import ROOT_WORDS
 from .grammar import Match, Reply
 from .mods import modulation_state, rack_modulators
 
@@ -86,7 +87,7 @@ def _one_node(ctl: Controller, query: str, address: str) -> None:
     nodes = list(ctl.engine.order) if isinstance(ctl.engine, Rack) else []
     if len(nodes) > 1:
         first = address.split("/")[1]
-        if first not in ctl.table.root_words:
+        if first not in ROOT_WORDS:
             raise BendingError(f"no rack node {first!r} (nodes: {', '.join(nodes)})")
         raise BendingError(
             f"this rack plays several nodes ({', '.join(nodes)}): ask one of them, "

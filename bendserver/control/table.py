@@ -390,5 +390,3 @@ ADDRESSES: tuple[Address, ...] = (
 TABLE = Table(ADDRESSES)
 route = TABLE.route
 coalescing_pattern = TABLE.coalescing_pattern
-#: First words of the table's addresses: a node of that name would hide them.
-ROOT_WORDS = TABLE.root_words

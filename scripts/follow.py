@@ -1,5 +1,7 @@
 """How far a reader follows ``serve -m drive`` (start, then stop) and one ``/model/load wavae``
-through the code: the files in which a bendserver function ran, and the climbs back.
+through the code: the files in which a bendserver function ran, and the climbs back; and, as
+data, the files whose functions are handed the serve options (the command line's namespace,
+``ServeOptions``, ``PlayOptions``) or the loaded source's name, and their climbs back.
 
 A climb back is a call from one bendserver file into another that is already on the stack below
 the caller (``a.py -> b.py -> a.py``): the reader goes back up to a file left half read. Counted
@@ -26,9 +28,11 @@ PACKAGE = Path(bendserver.__file__).resolve().parent
 
 
 class Follower:
-    """A profile function recording the bendserver files entered and the climbs back."""
+    """A profile function recording the bendserver files entered and the climbs back; with
+    ``carries``, only the calls handed the data it recognises (followed as data)."""
 
-    def __init__(self) -> None:
+    def __init__(self, carries: Callable[[Any], bool] | None = None) -> None:
+        self.carries = carries
         self.files: set[str] = set()
         self.climbs: set[tuple[str, str]] = set()
         self._names: dict[str, str | None] = {}
@@ -45,7 +49,7 @@ class Follower:
         if event != "call":
             return
         callee = self._name(frame.f_code.co_filename)
-        if callee is None:
+        if callee is None or not self._handed(frame):
             return
         self.files.add(callee)
         caller_frame = frame.f_back
@@ -60,6 +64,15 @@ class Follower:
                 self.climbs.add((caller, callee))
                 return
             below = below.f_back
+
+    def _handed(self, frame: FrameType) -> bool:
+        """Whether the call was handed the followed data (always, when nothing is followed)."""
+        if self.carries is None:
+            return True
+        code = frame.f_code
+        count = code.co_argcount + code.co_kwonlyargcount
+        arguments = code.co_varnames[:count]
+        return any(self.carries(frame.f_locals.get(name)) for name in arguments)
 
     def follow(self, work: Callable[[], Any]) -> None:
         """Run ``work`` with this profile function on this thread and the threads it starts."""
@@ -86,15 +99,37 @@ def main() -> None:
     from bendserver.cli import main as command
     from bendserver.serve import ServeOptions, Server
 
-    serve = Follower()
+    options = tuple(_options_types())
     argv = ["serve", "-m", "drive", "--audio", "null", "--osc-port", "0", "--duration", "0"]
-    serve.follow(lambda: command(argv))
-    serve.report("serve -m drive", args.list)
+    for what, follower in [
+        ("", Follower()),
+        (" (the options as data)", Follower(lambda value: isinstance(value, options))),
+    ]:
+        follower.follow(lambda: command(argv))
+        follower.report(f"serve -m drive{what}", args.list)
+    source = "wavae"
+    for what, follower in [
+        ("", Follower()),
+        (" (its source as data)", Follower(lambda v: isinstance(v, str) and v == source)),
+    ]:
+        with Server(ServeOptions(model="drive", audio="null", osc_port=0)) as server:
+            follower.follow(lambda: server.controller.dispatch("/model/load", [source]))  # noqa: B023
+        follower.report(f"/model/load {source}{what}", args.list)
 
-    load = Follower()
-    with Server(ServeOptions(model="drive", audio="null", osc_port=0)) as server:
-        load.follow(lambda: server.controller.dispatch("/model/load", ["wavae"]))
-    load.report("/model/load wavae", args.list)
+
+def _options_types() -> list[type]:
+    """The types that carry serve's options: the command line's namespace, ServeOptions and,
+    where the package has it, PlayOptions."""
+    import argparse as parsing
+
+    from bendserver.serve import ServeOptions
+
+    found: list[type] = [parsing.Namespace, ServeOptions]
+    try:
+        from bendserver.play import PlayOptions
+    except ImportError:
+        return found
+    return [*found, PlayOptions]
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ class AudioCallback:
     ) -> None:
         started = time.time()
         self.clock.mark(self.frames - self.processor.skipped_frames, started, frames)
-        if status and any(getattr(status, flag, False) for flag in XRUN_FLAGS):
+        if any(getattr(status, flag, False) for flag in XRUN_FLAGS):
             self.xruns += 1
         try:
             block = self.source.read(frames) if indata is None else indata.T

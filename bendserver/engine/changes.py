@@ -25,11 +25,23 @@ from ..presets.library import Preset, load_preset
 from ..slices import breathe
 from ..tracing.script import ConversionError, setter_writes
 from .state import BendingState, OpState, check_op_count
+from .timeline import Change
 
 
 class NodeControl:
     """The changes a controller asks of a node (``set_param``, ``add_op``, ``load_preset``,
     ...): each checked and prepared here, applied by the audio side at a block boundary."""
+
+    def _submit(
+        self,
+        change: Change,
+        at: int | None,
+        what: str,
+        ramps: dict[tuple[int, str], int] | None = None,
+    ) -> None:
+        """Put ``change`` on the timeline at sample ``at`` (None: the next block)."""
+        with self._control:  # "the next block" is now, in the timeline's order
+            self.timeline.submit(change, self.time if at is None else at, what, ramps)
 
     def set_param(
         self, op_id: str, name: str, value: float, ramp_ms: float = 0.0, at: int | None = None

@@ -36,7 +36,7 @@ from .cuda_graph import CudaGraphs
 from .runner import NodeRunner
 from .state import BendingState
 from .stats import EngineStats
-from .timeline import Change, Timeline
+from .timeline import Timeline
 from .transfer import BlockTransfer
 
 log = logging.getLogger("bendserver.engine")
@@ -234,16 +234,6 @@ class Node(NodeControl, NodeRunner, NodeBuilder):
 
     def samples(self, seconds: float) -> int:
         return int(round(seconds * self.sample_rate))
-
-    def _submit(
-        self,
-        change: Change,
-        at: int | None,
-        what: str,
-        ramps: dict[tuple[int, str], int] | None = None,
-    ) -> None:
-        with self._control:  # "the next block" is now, in the timeline's order
-            self.timeline.submit(change, self.time if at is None else at, what, ramps)
 
     # -- reporting ---------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from .limits import MAX_RAMP_MS
 from .midi.mappings import Mapping, MidiMap, read_mappings, write_mappings
 from .modulation import KINDS, Modulators, modulators_of
 from .paths import user_dir
+from .presets.fit import fitting
 from .presets.library import Preset, PresetLibrary, check_name
 from .schedule import SCHEDULE_CAPACITY, Schedule, Scheduled
 from .takes import ScoreRecorder
@@ -522,6 +523,7 @@ def _list(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Re
             f"/bend/{op.op_id}/{name}" for op in engine.state.ops for name, _ in op.params
         ],
         "presets": ctl.presets.names,
+        "fitting": lambda: fitting(ctl.presets, ctl.nodes or {"": engine}),
         "attributes": lambda: list(engine.model.attributes),
         "modulators": lambda: [m.mod_id for m in _modulation_state(ctl)],
         "kinds": lambda: list(KINDS),
@@ -983,7 +985,7 @@ ADDRESSES: tuple[Address, ...] = (
     ),
     Address(
         "/preset/load",
-        Schema((Arg("name", "text", choices="presets"),)),
+        Schema((Arg("name", "text", choices="fitting"),)),
         "load a preset: the user's presets folder first, then the shipped presets",
         _preset_load,
         rack=True,
@@ -1060,8 +1062,8 @@ ADDRESSES: tuple[Address, ...] = (
         "/list",
         Schema((), (Arg("what", "text"),)),
         "reply with names: addresses, nodes (a rack's, in playing order), weights, "
-        "activations, targets (both), versions, ops, types, bends, presets, attributes, "
-        "modulators, kinds",
+        "activations, targets (both), versions, ops, types, bends, presets, fitting (the "
+        "presets that fit), attributes, modulators, kinds",
         _list,
         query=True,
         rack=True,

@@ -7,14 +7,15 @@ or another file of the same architecture. What does not fit is named, all of it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..bending.config import BendingConfig
 from ..bending.module import BendedModule
 from ..bending.weights import DEFAULT_VERSION
 from ..errors import BendingError
 from ..slices import breathe
-from .library import Preset
+from .library import Preset, PresetLibrary
 
 
 def bent_targets(bended: BendedModule, keys: Iterable[str]) -> dict[str, list[int] | None]:
@@ -63,6 +64,29 @@ def check_fit(preset: Preset, config: BendingConfig, bended: BendedModule, model
             "preset fits any model with the weights and layers it bends (names and shapes), "
             "whatever the model or its file is called"
         )
+
+
+def fitting(library: PresetLibrary, nodes: Mapping[str, Any]) -> list[str]:
+    """The names of ``library``'s presets that ``nodes`` (what a preset loads into, by name,
+    each with ``check_preset``) would take: one model's on a lone node, a rack's whose every
+    part fits the node it names. The others would be refused, so a menu leaves them out."""
+    names = []
+    for name in library.names():
+        try:
+            preset = library.load(name)
+            if preset.nodes:
+                if not set(preset.nodes) <= set(nodes):
+                    continue
+                for node, part in preset.nodes.items():
+                    nodes[node].check_preset(part)
+            elif len(nodes) == 1:
+                next(iter(nodes.values())).check_preset(preset)
+            else:
+                continue
+        except BendingError:
+            continue
+        names.append(name)
+    return names
 
 
 def _matches(bended: BendedModule, key: str) -> bool:

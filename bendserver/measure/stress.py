@@ -37,6 +37,7 @@ from ..audio.jackclient import JackXruns
 from ..errors import BendingError
 from ..loader import load_model
 from ..osc.intake import LOSSES
+from ..osc.oscquery import METER_RATE
 from ..presets.library import load_preset, preset_for
 
 #: Loads: a name and (messages a second, seconds; a negative seconds value means that many
@@ -103,12 +104,14 @@ def run_stress(
     period: int | None = None,
     jack_rate: int = 48000,
     modulators: bool = False,
+    page: bool = False,
 ) -> list[Row]:
     """Measure every (block, mode, load), calling ``progress`` with each row; returns the
     rows. ``latency``: the model's, given to the servers; ``period``: the JACK server's
     (default: the block), ``jack_rate`` its sample rate; ``serve_args``: more options of
     ``bendserver serve`` (``--ahead 2``, ``--threads 2``); ``modulators``: each server plays
-    four modulators on eight routes (:func:`_modulated`)."""
+    four modulators on eight routes (:func:`_modulated`); ``page``: the control page open in a
+    headless Chromium on each server while its rows run (:func:`_page_open`)."""
     _need_jack()
     known = {*LOADS, REFERENCE, C_REFERENCE, LATENCY}
     unknown = sorted(set(loads) - known)
@@ -126,13 +129,19 @@ def run_stress(
                     rows.append(_c_reference(name, jack, block, seconds, load, ranges))
                     progress(rows[-1])
             for mode in modes:
+                web = _free_port() if page else None
                 extra = ("--latency-mode", mode, *serve_args)
-                with _served(
-                    model, preset, block, name, search, latency=latency, extra=extra
-                ) as osc:
+                extra += ("--oscquery-port", str(web)) if web else ()
+                with contextlib.ExitStack() as stack:
+                    osc = stack.enter_context(
+                        _served(model, preset, block, name, search, latency=latency, extra=extra)
+                    )
                     label = _mode_label(osc, mode)
                     if modulators:
                         label += f" + 4 modulators, {_modulated(osc)} routes"
+                    if web:
+                        stack.enter_context(_page_open(web, seconds * len(served)))
+                        label += " + page"
                     for load in served:
                         rows.append(_measure(osc, jack, block, label, load, seconds, ranges))
                         progress(rows[-1])
@@ -352,6 +361,43 @@ def _modulated(osc: _Osc, routes: int = 8) -> int:
     if osc.ask("/mod/list") != [len(kinds)]:
         raise BendingError("the server did not take the stress's modulators")
     return routes
+
+
+def _free_port() -> int:
+    """A TCP port free on the loopback now (for the server's OSCQuery service)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _page_open(port: int, seconds: float) -> Iterator[None]:
+    """The control page of the server whose OSCQuery service is on ``port``, open in a headless
+    Chromium (driven by playwright) until the block ends, its meters on as a performer's are;
+    a page that did not follow the server (fewer meter updates than half their rate over
+    ``seconds``) is an error: the figures would not be the page's."""
+    chromium = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        chromium = None
+    if chromium is None:
+        raise BendingError("stress --page needs playwright (pip) and Chromium (Debian: chromium)")
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=args)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 1300})
+            page.goto(f"http://127.0.0.1:{port}/ui")
+            page.wait_for_selector("body[data-ready]", timeout=20_000)
+            page.wait_for_function("() => window.bendserver.meters >= 1", timeout=10_000)
+            before = page.evaluate("window.bendserver.meters")
+            yield
+            meters = page.evaluate("window.bendserver.meters") - before
+        finally:
+            browser.close()
+    if meters < METER_RATE * seconds / 2:
+        raise BendingError(f"the page had {meters} meter updates in {seconds:g} s: not following")
 
 
 def _server_ports(jack: str) -> tuple[str, str]:

@@ -497,6 +497,7 @@ function buildPresets(preset) {
   const list = document.getElementById("preset-list");
   const names = (((load && load.RANGE) || [])[0] || {}).VALS || [];
   list.replaceChildren(...names.map((value) => element("option", { value, textContent: value })));
+  list.parentElement.hidden = !names.length;  // none fits (a rack's own presets): save only
   document.getElementById("preset-load").onclick = () => {
     if (list.value) send(load.FULL_PATH, [{ type: "s", value: list.value }]);
   };

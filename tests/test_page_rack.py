@@ -134,7 +134,8 @@ def test_each_node_s_pad_drives_its_own_interp(page, server, replies):
 
 def test_each_node_offers_the_presets_that_fit_it(page, server):
     drive = page.locator('section.node[data-node="drive"] select.preset-list option')
-    assert drive.evaluate_all("options => options.map(o => o.value)") == ["drive"]
+    offered = drive.evaluate_all("options => options.map(o => o.value)")
+    assert "drive" in offered and "wavae" not in offered, offered  # the user's may be there too
     clean = page.locator('section.node[data-node="clean"]')
     clean.locator("select.preset-list").select_option("drive")
     clean.locator(".presets button", has_text="load").click()
@@ -164,7 +165,7 @@ def open_page(browser, server, **options):
 def test_the_preset_menu_offers_only_presets_that_fit(browser, wavae):
     page = open_page(browser, wavae, viewport=test_page.VIEWPORT)
     offered = page.locator("#preset-list option").evaluate_all("o => o.map(x => x.value)")
-    assert "drive" not in offered and offered == ["wavae", "wavae_latent"]
+    assert "drive" not in offered and {"wavae", "wavae_latent"} <= set(offered), offered
     page.select_option("#preset-list", "wavae_latent")
     page.click("#preset-load")
     page.locator('.op[data-op="latent_scale"]').wait_for(timeout=5_000)

@@ -18,7 +18,6 @@ from typing import Any
 import torch
 
 from .bending.module import BendedModule
-from .control import ROOT_WORDS
 from .engine.node import Node
 from .engine.rack import IN, OUT, Edge, Rack
 from .errors import BendingError
@@ -28,6 +27,7 @@ from .midi.mappings import Mapping
 from .paths import SHIPPED_RACKS
 from .presets.library import Preset, load_preset, preset_for
 from .readers import read_toml
+from .roots import ROOT_WORDS
 from .tracing.flow import latent
 
 #: A node's name: what its OSC addresses start with.

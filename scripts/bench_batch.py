@@ -149,7 +149,7 @@ def breakdown(timeline: Path, wall: float) -> list[str]:
 def same_bytes(a: Path, b: Path) -> str:
     """``yes`` where the folders hold the same files with the same bytes; else which differ,
     and whether the two runs' convolution forms (each timed in its own run) differ too."""
-    from bendserver.render.batch import MANIFEST
+    from bendserver.render.manifest import MANIFEST
 
     names = sorted(p.name for p in a.glob("*.wav"))
     if names != sorted(p.name for p in b.glob("*.wav")):

@@ -39,7 +39,8 @@ import torch
 from bendserver.audio.gate import ComputeGate
 from bendserver.engine.rack import Rack
 from bendserver.osc.worker import young_collections
-from bendserver.serve import SWITCH_INTERVAL, ServeOptions, _engine
+from bendserver.serve import ServeOptions
+from bendserver.serve.server import SWITCH_INTERVAL, _engine
 from bendserver.slices import sliced
 from bendserver.switching import ModelSwitcher
 

@@ -33,7 +33,7 @@ from switch_live import ask, stats  # this folder's: a load asked for over OSC, 
 
 from bendserver.audio.jackclient import JackXruns
 from bendserver.limits import LOAD_INTERVAL
-from bendserver.measure.stress import _jack
+from bendserver.measure.served import jack_server
 from bendserver.serve import ServeOptions, Server
 
 RATE = 48000
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     replies = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     replies.bind(("127.0.0.1", 0))
     torch.set_num_threads(1)
-    with _jack(args.block) as jack:
+    with jack_server(args.block) as jack:
         os.environ.update(JACK_DEFAULT_SERVER=jack, JACK_NO_START_SERVER="1")
         options = ServeOptions(
             model=args.a, preset="none", audio="jack", block=args.block,

@@ -31,7 +31,7 @@ import torch
 from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 
-from bendserver.measure.stress import _jack
+from bendserver.measure.served import jack_server
 from bendserver.rackspec import NodeSpec, RackSpec
 from bendserver.serve import ServeOptions, Server
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     replies = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     replies.bind(("127.0.0.1", 0))
     torch.set_num_threads(1)
-    with _jack(block) as jack:
+    with jack_server(block) as jack:
         os.environ.update(JACK_DEFAULT_SERVER=jack, JACK_NO_START_SERVER="1")
         chain = RackSpec.chain(args.old.split(","))
         options = ServeOptions(

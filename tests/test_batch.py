@@ -19,7 +19,8 @@ from sounds import write_noise
 
 from bendserver.cli import main
 from bendserver.passes import convolution
-from bendserver.render.batch import MANIFEST, Job, Recipe, Worker
+from bendserver.render.manifest import MANIFEST
+from bendserver.render.worker import Job, Recipe, Worker
 
 SLOW = f"{Path(__file__).parent / 'streaming.py'}:Slow"
 NOISY = f"{Path(__file__).parent / 'streaming.py'}:Noisy"

@@ -150,3 +150,10 @@ def test_a_nodes_replies_carry_its_address_whichever_form_asked():
     assert "applied_state" not in str(refused.value) and "(b, a)" in str(refused.value)
     single = Controller(nodes["a"])  # one model: its replies as they were
     assert single.dispatch("/get/bend/g/value") == [("/get/bend/g/value", [2.0])]
+
+
+def test_the_root_words_are_the_first_words_of_the_tables_addresses():
+    """``roots.ROOT_WORDS`` (below the controller, for rack names) is the table's own list."""
+    from bendserver.roots import ROOT_WORDS
+
+    assert ROOT_WORDS == {a.parts[0] for a in ADDRESSES if not a.parts[0].startswith("<")}

@@ -106,8 +106,10 @@ def test_while_capturing_a_switch_builds_another_graph_with_the_ops_switched_so(
         seen.append([op.enabled for op in (engine.op("drive"), engine.op("quiet"))])
         return gm.forward
 
-    bends = Bends(engine.bended, "forward", engine._set_live, build, CudaGraphs(torch.zeros(1)))
-    bends.live = engine._bends.live  # the engine's ops, built into graphs as a capture would
+    bends = Bends(
+        engine.bended, "forward", engine.node._set_live, build, CudaGraphs(torch.zeros(1))
+    )
+    bends.live = engine.node._bends.live  # the engine's ops, built into graphs as a capture would
     state = engine.state
     off = bends.structure(state)
     assert [on for _, _, on in off] == [True, False]
@@ -116,7 +118,7 @@ def test_while_capturing_a_switch_builds_another_graph_with_the_ops_switched_so(
     assert bends.forward(off) is bends.forward(bends.structure(state)), "built once"
     assert seen == [[True, False], [True, True]]
     assert [engine.op("drive").enabled, engine.op("quiet").enabled] == [True, False], "restored"
-    assert all(on is None for _, _, on in engine._bends.structure(state)), "a CPU engine: no"
+    assert all(on is None for _, _, on in engine.node._bends.structure(state)), "a CPU engine: no"
 
 
 # -- on a CUDA device ---------------------------------------------------------------------------
@@ -134,7 +136,7 @@ def _three(module_class=CausalStack, **kwargs):
         ),
         tb.StreamEngine(modules[2], block=BLOCK, fuse=False),
     ]
-    assert engines[0].cuda_graphs.failure is None and isinstance(engines[0]._forward, Replay)
+    assert engines[0].cuda_graphs.failure is None and isinstance(engines[0].node._forward, Replay)
     assert engines[1].cuda_graphs is None
     return engines
 
@@ -162,7 +164,7 @@ def test_graph_eager_cuda_and_cpu_play_alike_and_reset_alike():
 def test_shipped_model_as_a_graph_matches_the_cpu():
     graph = tb.StreamEngine("drive", block=BLOCK, fuse=False, device="cuda")
     cpu = tb.StreamEngine("drive", block=BLOCK, fuse=False)
-    assert isinstance(graph._forward, Replay)
+    assert isinstance(graph.node._forward, Replay)
     for block in _blocks(4, seed=5):
         np.testing.assert_allclose(graph.process(block), cpu.process(block), atol=1e-4)
 
@@ -193,7 +195,7 @@ def test_structure_and_switches_recapture_keeping_the_streaming_state():
     for engine in engines:
         engine.add_op("clip", tb.Clamp(-0.1, 0.1), "act")
     _play_alike(engines, _blocks(2, seed=1))
-    assert isinstance(engines[0]._forward, Replay), "a new capture"
+    assert isinstance(engines[0].node._forward, Replay), "a new capture"
     for engine in engines:
         engine.enable_op("clip", False)
     _play_alike(engines, _blocks(2, seed=2))
@@ -208,7 +210,7 @@ def test_fresh_noise_draws_new_values_at_every_replay():
     engine.add_op("hiss", tb.Noise(0.5, fresh=True, seed=1), "act")
     silence = np.zeros((1, BLOCK), dtype=np.float32)
     engine.process(silence)
-    assert isinstance(engine._forward, Replay)
+    assert isinstance(engine.node._forward, Replay)
     first, second = engine.process(silence), engine.process(silence)
     assert np.std(first) > 1e-3 and not np.allclose(first, second)
 
@@ -231,7 +233,7 @@ def test_a_model_a_capture_cannot_hold_plays_eager_cuda(caplog):
     cpu.model.module.load_state_dict(module.state_dict())
     with caplog.at_level(logging.WARNING, logger="bendserver.engine"):
         gpu = tb.StreamEngine(module.cuda(), block=BLOCK, fuse=False, device="cuda")
-    assert gpu.cuda_graphs.failure is not None and not isinstance(gpu._forward, Replay)
+    assert gpu.cuda_graphs.failure is not None and not isinstance(gpu.node._forward, Replay)
     assert sum("CUDA graph capture failed" in r.getMessage() for r in caplog.records) == 1
     for block in _blocks(3):
         np.testing.assert_allclose(gpu.process(block), cpu.process(block), atol=1e-5)

@@ -16,8 +16,7 @@ from crashing import crashing_model
 from streaming import Identity
 
 import bendserver as tb
-from bendserver import cli
-from bendserver.cli import main
+from bendserver.cli import info, main
 from bendserver.control import Controller
 from bendserver.osc import ControlWorker, Incoming
 from bendserver.presets.library import PresetLibrary
@@ -104,7 +103,7 @@ def test_a_bug_is_one_line_with_a_hint_and_debug_shows_its_traceback(monkeypatch
     def broken(args):
         raise RuntimeError("the cache\nwas empty")
 
-    monkeypatch.setattr(cli, "_info", broken)
+    monkeypatch.setattr(info, "run", broken)
     assert main(["info"]) == 1
     line = one_line(capsys.readouterr().err)
     assert line == (

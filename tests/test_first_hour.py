@@ -20,7 +20,8 @@ from bendserver.control import Controller
 from bendserver.paths import SHIPPED_PRESETS as PRESETS_DIR
 from bendserver.presets.library import PresetLibrary
 from bendserver.render.offline import parse_score, render_file
-from bendserver.serve import ServeOptions, Server, _example_value
+from bendserver.serve import ServeOptions, Server
+from bendserver.serve.report import _example_value
 
 
 @pytest.fixture

@@ -29,7 +29,9 @@ from bendserver.control import ADDRESSES, Controller
 from bendserver.midi.mappings import KINDS, read_mappings
 from bendserver.presets.library import PresetLibrary
 from bendserver.rackspec import RackSpec
-from bendserver.render.batch import MANIFEST, Job, Recipe, plan_jobs
+from bendserver.render.batch import plan_jobs
+from bendserver.render.manifest import MANIFEST
+from bendserver.render.worker import Job, Recipe
 from bendserver.serve import Server
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "60"))

@@ -173,7 +173,7 @@ def test_ops_past_the_limit_are_refused_and_change_nothing(monkeypatch):
     engine.load_preset(big_preset(2))
     with pytest.raises(tb.BendingError, match="past the limit of 2 ops per model"):
         engine.add_op("one_more", tb.Scale(1.0), r"drive_in\.weight")
-    assert engine.state.op_ids == ["s0", "s1"] and len(engine._bends.live) == 2
+    assert engine.state.op_ids == ["s0", "s1"] and len(engine.node._bends.live) == 2
 
 
 def test_ping_answers_while_a_large_preset_loads_and_later_changes_follow_it(replies):

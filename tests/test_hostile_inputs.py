@@ -23,11 +23,12 @@ from pythonosc.osc_message_builder import build_msg
 from streaming import Identity
 
 import bendserver as tb
-from bendserver import audiofile, control, limits, switching
+from bendserver import audiofile, limits, switching
 from bendserver.audiofile import read_audio, sound_info
 from bendserver.cli import build_parser, main
 from bendserver.compat import unlink_fx_node
 from bendserver.control import Controller
+from bendserver.control import controller as control
 from bendserver.errors import BendingError, describe
 from bendserver.midi.mappings import read_mappings
 from bendserver.osc import Incoming
@@ -36,8 +37,9 @@ from bendserver.osc.worker import ControlWorker
 from bendserver.presets.library import PresetLibrary, check_name, read_preset
 from bendserver.rackspec import RackSpec
 from bendserver.render import offline as render
-from bendserver.render.batch import MANIFEST, pending
+from bendserver.render.manifest import MANIFEST
 from bendserver.render.offline import ScorePlayer, parse_score, render_file
+from bendserver.render.worker import pending
 from bendserver.serve import ServeOptions, Server
 
 BLOCK = 256

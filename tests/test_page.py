@@ -329,8 +329,18 @@ def test_attributes_of_each_type_set_on_the_page_play_as_the_file_s_setters(
         attribute(page, "mode").nth(0).select_option("clip")
         mix = attribute(page, "mix")
         assert mix.count() == 4 and mix.nth(3).get_attribute("type") == "checkbox"
+        mix.nth(0).fill("4")  # a number field commits as it is filled
+        # a field typed into and not yet sent (no change event yet), then another client sets
+        # the attribute: the page shows the new values but keeps what was typed
+        mix.nth(1).evaluate("(el) => { el.value = 'wet'; el.dispatchEvent(new Event('input')); }")
+        send_python(server.osc.port, "/attr/mix", 2, "dry", 0.75, 0)
+        deadline = time.monotonic() + 10
+        while mix.nth(2).input_value() != "0.75":
+            assert time.monotonic() < deadline, "the page follows the server's value"
+            time.sleep(0.05)
+        assert mix.nth(1).input_value() == "wet"
         mix.nth(0).fill("4")
-        mix.nth(1).fill("wet")
+        mix.nth(3).check()
         changed(mix.nth(2), "0.25")
         changed(attribute(page, "table").nth(0), str(table))
         changed(attribute(page, "buf").nth(0), str(table))  # a buffer: every channel, the rate

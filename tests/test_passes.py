@@ -118,9 +118,9 @@ def test_a_channel_mask_folds_into_the_layer_reading_it_and_stays_live():
     plain, optimised = engines
     rng = np.random.default_rng(3)
     assert optimised.folded_ops == ["mask"] and plain.folded_ops == []
-    assert optimised._forward.__self__.code.count("bend_") < plain._forward.__self__.code.count(
+    assert optimised.node._forward.__self__.code.count(
         "bend_"
-    )
+    ) < plain.node._forward.__self__.code.count("bend_")
     _stream(engines, 4, rng)
     for engine in engines:
         engine.set_param("mask", "prob", 0.3)
@@ -194,7 +194,7 @@ def test_drive_is_rewritten_as_the_passes_say(own_forms, monkeypatch):
     dilated = lambda x, weight, bias, dilation, *rest: tap_sum_conv1d if dilation > 1 else None
     monkeypatch.setattr(convolution, "_measured", dilated)
     engine = tb.StreamEngine("drive", block=256, preset="drive")
-    nodes = list(engine._forward.__self__.graph.nodes)
+    nodes = list(engine.node._forward.__self__.graph.nodes)
     assert not [n for n in nodes if n.op == "call_module"], "every module called directly"
     assert not [n for n in nodes if n.op == "get_attr" and "." in n.target]
     rewritten = [n for n in nodes if n.target in (strided_conv1d, tap_sum_conv1d, row_conv1d)]
@@ -449,7 +449,7 @@ def test_compile_plays_as_the_passes_and_everything_stays_live(monkeypatch):
     )
     rng = np.random.default_rng(5)
     _stream(engines, 4, rng)
-    forward = engines[1]._forward
+    forward = engines[1].node._forward
     assert isinstance(forward, compiled.GuardedForward), engines[1].compile_report
     assert engines[1].compile_report[-1].endswith(": compiled")
     for engine in engines:
@@ -463,7 +463,7 @@ def test_compile_plays_as_the_passes_and_everything_stays_live(monkeypatch):
         engine.enable_op("lift", True)
         engine.request_reset()
     _stream(engines, 3, rng)
-    assert engines[1]._forward is forward and not forward.failed
+    assert engines[1].node._forward is forward and not forward.failed
 
 
 class _Hiss(tb.BendingOp):
@@ -486,7 +486,7 @@ def test_compile_keeps_the_passes_where_they_are_faster_or_dynamo_cannot_take_th
     bare, bended = engines[1].compile_report
     assert re.fullmatch(r"compiled \S+ ms vs passes \S+ ms per block: (compiled|the passes)", bare)
     assert bended.startswith("not compiled (") and bended.endswith("): the passes")
-    assert not isinstance(engines[1]._forward, compiled.GuardedForward)
+    assert not isinstance(engines[1].node._forward, compiled.GuardedForward)
 
 
 def test_the_torchscript_ir_accessors_of_compat():
@@ -573,7 +573,7 @@ def _changes_mid_stream(engines, key, rng, blocks=64, atol=1e-5):
 def test_fused_runs_play_as_the_unfused_graph_through_live_changes(monkeypatch):
     layers = _cached_convs()
     engines = _fused_and_unfused(lambda: copy.deepcopy(layers), 64, monkeypatch)
-    fused = engines[1]._forward.__self__
+    fused = engines[1].node._forward.__self__
     assert any(n.target is scripted.play for n in fused.graph.nodes), "played in TorchScript"
     _changes_mid_stream(engines, "_1", np.random.default_rng(3))
 
@@ -587,7 +587,7 @@ def test_a_graphs_scripted_runs_are_freed_with_it():
 
     layers = _cached_convs()
     built = tb.StreamEngine(copy.deepcopy(layers), block=64)
-    fused = built._forward.__self__
+    fused = built.node._forward.__self__
     assert any(n.target is scripted.play for n in fused.graph.nodes), "played in TorchScript"
     del built, fused
     kept = compat.script_functions_kept()
@@ -605,6 +605,6 @@ def test_a_brave_export_fused_plays_as_unfused_through_live_changes(monkeypatch)
     TorchScript call a block, with fixed rows for its convolutions; with an op in the decoder
     it plays in runs around the op, equal to the unfused graph within 1e-5 over 64 blocks."""
     engines = _fused_and_unfused(lambda: tb.load_model(str(BRAVE), latency=146), 128, monkeypatch)
-    plays = [n for n in engines[1]._forward.__self__.graph.nodes if n.target is scripted.play]
+    plays = [n for n in engines[1].node._forward.__self__.graph.nodes if n.target is scripted.play]
     assert len(plays) == 1
     _changes_mid_stream(engines, "decoder_net_5_net_1", np.random.default_rng(4))

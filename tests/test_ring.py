@@ -28,7 +28,7 @@ from bendserver.audio.jackclient import JackXruns, delays, jack_now
 from bendserver.audio.reporter import Reporter
 from bendserver.audio.ring import Resampler, prefill, prefill_frames, slack_frames
 from bendserver.errors import BendingError
-from bendserver.measure.stress import loopback
+from bendserver.measure.latency import loopback
 from bendserver.serve import ServeOptions, Server
 
 RATE, PERIOD = 48000, 256

@@ -227,8 +227,8 @@ def test_osc_answers_once_the_model_plays_or_the_log_says_it_does_not_yet(
     """The finding: the first /pong could come before the model played. A stream whose first
     block comes 0.5 s late: OSC starts once it is computed; one later than the server waits
     for is named in the log."""
-    from bendserver import serve
     from bendserver.audio.backends import NullBackend
+    from bendserver.serve import server as serve
 
     run = NullBackend._run
 

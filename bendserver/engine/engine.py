@@ -3,20 +3,25 @@
 The node (:mod:`.node`) is the model's traced graph with its bending state and the control
 side's changes; the rack (:mod:`.rack`) is the block loop, the fuse, the stats. A
 ``StreamEngine`` is a rack of one node that answers the node's control methods itself
-(``engine.set_param(...)`` is ``engine.node.set_param(...)``).
+(``engine.set_param(...)`` is ``engine.node.set_param(...)``, as any rack of one node does)
+and names a few of the node's attributes (``device``, ``gain``, ``timeline``...); anything else
+of the node is ``engine.node``'s.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from ..loader import LoadedModel
 from ..presets.library import Preset, load_preset
+from .commands import CommandQueue
+from .cuda_graph import CudaGraphs
 from .node import Node
 from .rack import Rack
+from .state import BendingState
+from .timeline import Timeline
 
 
 class StreamEngine(Rack):
@@ -24,9 +29,9 @@ class StreamEngine(Rack):
     arguments but ``fuse`` and ``ceiling``, the rack's output fuse). A rack's ``preset`` gives
     the node the part saved under its name (a preset of other nodes is refused, naming them).
 
-    ``process(block)`` takes and returns float32 arrays ``[channels, frames]``; every control
-    method and attribute of the node (``set_param``, ``state``, ``model``, ``versions``, ...)
-    is the engine's own.
+    ``process(block)`` takes and returns float32 arrays ``[channels, frames]``; the node's
+    control methods (``set_param``, ``state``, ``model``, ``versions``, ...) are the engine's
+    own, with the attributes named below; the rest of the node is :attr:`node`'s.
     """
 
     def __init__(
@@ -59,8 +64,40 @@ class StreamEngine(Rack):
         """The one node the engine plays (another once a swap replaced it)."""
         return self._first
 
-    def __getattr__(self, name: str) -> Any:
-        """What the rack does not have is the node's (its control methods and attributes)."""
-        if "nodes" not in self.__dict__:  # not set yet: no recursion while constructing
-            raise AttributeError(name)
-        return getattr(self.node, name)
+    # What the node has and a rack of several nodes does not (each is the one node's).
+
+    @property
+    def device(self) -> torch.device:
+        return self.node.device
+
+    @property
+    def runs_on(self) -> str:
+        return self.node.runs_on
+
+    @property
+    def gain(self) -> float:
+        """The node's gain as the control side last set it."""
+        return self.node.gain
+
+    @property
+    def commands(self) -> CommandQueue:
+        return self.node.commands
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.node.timeline
+
+    def state_at(self, at: int | None) -> BendingState:
+        return self.node.state_at(at)
+
+    @property
+    def folded_ops(self) -> list[str]:
+        return self.node.folded_ops
+
+    @property
+    def compile_report(self) -> list[str]:
+        return self.node.compile_report
+
+    @property
+    def cuda_graphs(self) -> CudaGraphs | None:
+        return self.node.cuda_graphs

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,10 @@ import torch
 from torch import nn
 
 from ..engine import StreamEngine
-from ..loader import load_model, resolve_device
+from ..engine.rack import Rack
+from ..loader import resolve_device
 from ..modulation import exercised
+from ..play import PlayOptions
 from ..presets.library import preset_for
 from ..rackspec import RackSpec
 
@@ -41,61 +44,31 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def bench_blocks(
-    model: str,
-    blocks: Sequence[int],
-    calls: int = 300,
-    preset: str | None = None,
-    search: Sequence[str] = (),
-    optimize: str = "passes",
-    device: str = "cpu",
-    latency: int | None = None,
-) -> dict[str, Any]:
-    """Engine vs raw eager for each block size (``search``: more model folders), the engine
-    with ``optimize none`` and ``optimize``, on ``device``; ``latency``: the model's, given
-    (:func:`bendserver.loader.load_model`)."""
-    return {
-        str(block): bench_block(model, block, calls, preset, search, optimize, device, latency)
-        for block in blocks
-    }
+def bench_blocks(play: PlayOptions, blocks: Sequence[int], calls: int = 300) -> dict[str, Any]:
+    """Engine vs raw eager for each block size, the engine with ``optimize none`` and
+    ``play.optimize`` (its block: each of ``blocks``)."""
+    return {str(block): bench_block(replace(play, block=block), calls) for block in blocks}
 
 
-def bench_block(
-    model: str,
-    block: int,
-    calls: int,
-    preset: str | None,
-    search: Sequence[str] = (),
-    optimize: str = "passes",
-    device: str = "cpu",
-    latency: int | None = None,
-) -> dict[str, Any]:
+def bench_block(play: PlayOptions, calls: int) -> dict[str, Any]:
     """One block size: raw eager and the engines, called in turn (see the module)."""
-    raw_model = load_model(model, device, search, latency)
-    latency = raw_model.latency  # measured once
-    preset = preset_for(raw_model, preset)
-    on_cuda = resolve_device(device).type == "cuda"
+    raw_model = play.load()
+    play = replace(play, latency=raw_model.latency)  # measured once
+    preset = preset_for(raw_model, play.preset)
+    on_cuda = resolve_device(play.device).type == "cuda"
     runners = {"cuda graph": True, "eager cuda": False} if on_cuda else {"": False}
-    engines: dict[str, StreamEngine] = {}
-    for mode in dict.fromkeys(("none", optimize)):
+    engines: dict[str, Rack] = {}
+    for mode in dict.fromkeys(("none", play.optimize)):
         for bending in (None, preset) if preset else (None,):
             for runner, captured in runners.items():
                 name = f"engine{f' + preset {bending}' if bending else ' unbended'} ({mode}"
-                engines[f"{name}{f', {runner}' if runner else ''})"] = StreamEngine(
-                    load_model(model, device, search, latency),
-                    block=block,
-                    preset=bending,
-                    optimize=mode,
-                    device=device,
-                    cuda_graph=captured,
-                )
+                engines[f"{name}{f', {runner}' if runner else ''})"] = replace(
+                    play, preset=bending or "none", optimize=mode, cuda_graph=captured
+                ).build()[0]
     if preset:  # the cost of modulators per block: four, eight routes, on the preset
-        modulated = StreamEngine(
-            load_model(model, device, search, latency), block=block, preset=preset,
-            optimize=optimize, device=device,
-        )  # fmt: skip
+        modulated, _ = replace(play, preset=preset).build()
         exercised(modulated)
-        engines[f"engine + preset, 4 modulators, 8 routes ({optimize})"] = modulated
+        engines[f"engine + preset, 4 modulators, 8 routes ({play.optimize})"] = modulated
     plain = next(iter(engines.values()))
     rng = np.random.default_rng(0)
     audio = (0.3 * rng.standard_normal((plain.in_channels, plain.in_frames))).astype(np.float32)
@@ -104,16 +77,21 @@ def bench_block(
 
     def raw() -> None:  # on a GPU: the copies to and from it included, as the engine's are
         with torch.inference_mode():
-            forward(tensor.to(plain.device)).cpu()
+            forward(tensor.to(play.device)).cpu()
 
     # a .ts: the direct scripted call (what nn~ runs) against the engine's converted graph
     baseline = "direct scripted call" if raw_model.bended.scripted else "raw eager"
     runs = {baseline: raw}
     runs.update({name: functools.partial(e.process, audio) for name, e in engines.items()})
-    duration_ms = 1e3 * block / plain.sample_rate
+    duration_ms = 1e3 * play.block / plain.sample_rate
     stats = _compared(runs, calls, duration_ms)
     source = raw_model.latency_source
-    return {"block_ms": duration_ms, "latency": latency, "latency_source": source, "runs": stats}
+    return {
+        "block_ms": duration_ms,
+        "latency": play.latency,
+        "latency_source": source,
+        "runs": stats,
+    }
 
 
 def bench_rack(
@@ -126,12 +104,14 @@ def bench_rack(
 ) -> dict[str, Any]:
     """A rack against its nodes' models played as separate one-node racks one after the other
     (a chain's nodes; same presets), for each block size: what the rack's loop costs."""
+    play = PlayOptions(
+        rack=spec, models_dir=tuple(search), optimize=optimize, device=device, fuse=False
+    )
     results: dict[str, Any] = {}
     for block in blocks:
-        rack = spec.build(block, device, optimize, fuse=False, search=search)
+        rack, _ = replace(play, block=block).build()
         alone = [
-            RackSpec((node,)).build(block, device, optimize, fuse=False, search=search)
-            for node in spec.nodes
+            replace(play, block=block, rack=RackSpec((node,))).build()[0] for node in spec.nodes
         ]
         rng = np.random.default_rng(0)
         audio = (0.3 * rng.standard_normal((rack.in_channels, rack.in_frames))).astype(np.float32)

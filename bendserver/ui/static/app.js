@@ -663,13 +663,21 @@ function attributeRow(node) {
   }
   const types = node.TYPE.split("");
   const fields = types.map((type, index) => attributeField(type, (node.RANGE || [])[index] || {}));
-  const sendAll = () => send(path, fields.map((field, index) => ({ type: types[index], value: field.read() })));
+  const edited = new Set();  // fields typed into since the row was last sent
+  const sendAll = () => {
+    edited.clear();
+    send(path, fields.map((field, index) => ({ type: types[index], value: field.read() })));
+  };
   const box = element("span", { className: "fields" }, ...fields.map((field) => field.input));
-  fields.forEach((field) => field.input.addEventListener("change", sendAll));
+  fields.forEach((field) => {
+    field.input.addEventListener("input", () => edited.add(field));
+    field.input.addEventListener("change", sendAll);
+  });
   row.append(box);
-  register(path, (args) => {  // a field being edited keeps what the user typed
+  register(path, (args) => {  // a field being edited, or typed into and not sent, keeps it
     args.forEach((value, index) => {
-      if (fields[index] && document.activeElement !== fields[index].input) fields[index].show(value);
+      const field = fields[index];
+      if (field && !edited.has(field) && document.activeElement !== field.input) field.show(value);
     });
   });
   return row;

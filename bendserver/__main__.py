@@ -1,0 +1,7 @@
+"""``python -m bendserver``: the ``bendserver`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,15 +1,17 @@
 """The control page playing a rack (the shipped racks/wavae_drive.toml on the null backend), in
 Chromium driven by playwright: a card per node labelled by op and parameter, nothing that changes
 what plays as a whole on a plain slider, a modulator added and routed moving a slider's played
-mark, an op added and removed, an /error shown; and on one model, the XY puck following an
-/interp sent with oscsend. ``BENDSERVER_SCREENSHOT=1`` writes the screenshots in docs/images."""
+mark, an op added and removed, an /error shown, an XY pad per node with versions driving that
+node's /interp, each node's preset menu offering what fits it; and on one model, the XY puck
+following an /interp sent with oscsend and a preset menu without the presets that do not fit.
+``BENDSERVER_SCREENSHOT=1`` writes the screenshots in docs/images."""
 
 import os
 import time
 
 import pytest
 import test_page
-from jack import ROOT, oscsend
+from jack import ROOT, oscsend, send_python
 
 from bendserver.rackspec import RackSpec
 from bendserver.serve import ServeOptions, Server
@@ -98,20 +100,87 @@ def test_an_error_is_shown(page, server):
     )
 
 
-def test_the_puck_follows_an_interp_sent_with_oscsend(browser, replies):
+def node_interp(server, replies, name):
+    """Node ``name``'s version mix, as ``/get/<node>/interp`` replies it over OSC."""
+    replies.receive(timeout=0.05)  # what an earlier test left
+    send_python(server.osc.port, f"/get/{name}/interp")
+    mix = replies.wait_for(f"/{name}/get/interp")
+    return dict(zip(mix[::2], mix[1::2], strict=True))
+
+
+def test_each_node_s_pad_drives_its_own_interp(page, server, replies):
+    enc, dec = (page.locator(f'section.node[data-node="{n}"] .pad') for n in ("enc", "dec"))
+    assert page.locator('section.node[data-node="drive"] .pad').count() == 0, "one version"
+    assert enc.locator('.corner[data-version="percussion"]').count() == 1
+    before = node_interp(server, replies, "dec")
+    enc.scroll_into_view_if_needed()
+    box = enc.bounding_box()
+    page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+    deadline = time.monotonic() + 5
+    while (mix := node_interp(server, replies, "enc")).get("percussion", 0) < 0.95:
+        assert time.monotonic() < deadline, f"enc's pad did not morph enc: {mix}"
+        time.sleep(0.05)
+    assert node_interp(server, replies, "dec") == before, "dec's mix is its own"
+    oscsend(server.osc.port, "/dec/interp", "sfsf", "strings", 0.25, "percussion", 0.75)
+    page.wait_for_function(
+        "() => document.querySelector('section.node[data-node=\"dec\"] .puck').style.left"
+        " === '75%'",
+        timeout=5_000,
+    )
+    enc_left = page.locator('section.node[data-node="enc"] .puck').evaluate("p => p.style.left")
+    assert float(enc_left.rstrip("%")) > 95, f"enc's puck stays where it was put: {enc_left}"
+    assert "75%" in page.locator('section.node[data-node="dec"] .morph .note').inner_text()
+
+
+def test_each_node_offers_the_presets_that_fit_it(page, server):
+    drive = page.locator('section.node[data-node="drive"] select.preset-list option')
+    offered = drive.evaluate_all("options => options.map(o => o.value)")
+    assert "drive" in offered and "wavae" not in offered, offered  # the user's may be there too
+    clean = page.locator('section.node[data-node="clean"]')
+    clean.locator("select.preset-list").select_option("drive")
+    clean.locator(".presets button", has_text="load").click()
+    deadline = time.monotonic() + 5
+    while "lfo" not in server.engine.nodes["clean"].state.op_ids:
+        assert time.monotonic() < deadline, "the preset chosen on clean's card did not load"
+        time.sleep(0.05)
+    clean.locator('.op[data-op="lfo"]').wait_for(timeout=5_000)
+
+
+@pytest.fixture(scope="module")
+def wavae(replies):
     options = ServeOptions(
         model="wavae", audio="null", osc_port=0, reply_port=replies.port, zeroconf=False
     )
-    with Server(options) as server:
-        page = browser.new_page(viewport={"width": 390, "height": 844}, has_touch=True)
-        page.goto(f"{server.oscquery.url}/ui")
-        page.wait_for_selector("body[data-ready]", timeout=10_000)
-        versions = server.engine.versions
-        oscsend(server.osc.port, "/interp", "sfsf", versions[0], 0.25, versions[1], 0.75)
-        page.wait_for_function(
-            "() => document.getElementById('puck').style.left === '75%'", timeout=5_000
-        )
-        assert "75%" in page.locator("#mix").inner_text()
-        if os.environ.get("BENDSERVER_SCREENSHOT"):
-            page.screenshot(path=str(ROOT / "docs" / "images" / "page-phone-interp.png"))
-        page.close()
+    with Server(options) as running:
+        yield running
+
+
+def open_page(browser, server, **options):
+    page = browser.new_page(**options)
+    page.goto(f"{server.oscquery.url}/ui")
+    page.wait_for_selector("body[data-ready]", timeout=10_000)
+    return page
+
+
+def test_the_preset_menu_offers_only_presets_that_fit(browser, wavae):
+    page = open_page(browser, wavae, viewport=test_page.VIEWPORT)
+    offered = page.locator("#preset-list option").evaluate_all("o => o.map(x => x.value)")
+    assert "drive" not in offered and {"wavae", "wavae_latent"} <= set(offered), offered
+    page.select_option("#preset-list", "wavae_latent")
+    page.click("#preset-load")
+    page.locator('.op[data-op="latent_scale"]').wait_for(timeout=5_000)
+    assert wavae.engine.applied_state.op("latent_scale").param("value") == pytest.approx(1.8)
+    page.close()
+
+
+def test_the_puck_follows_an_interp_sent_with_oscsend(browser, wavae):
+    page = open_page(browser, wavae, viewport={"width": 390, "height": 844}, has_touch=True)
+    versions = wavae.engine.versions
+    oscsend(wavae.osc.port, "/interp", "sfsf", versions[0], 0.25, versions[1], 0.75)
+    page.wait_for_function(
+        "() => document.getElementById('puck').style.left === '75%'", timeout=5_000
+    )
+    assert "75%" in page.locator("#mix").inner_text()
+    if os.environ.get("BENDSERVER_SCREENSHOT"):
+        page.screenshot(path=str(ROOT / "docs" / "images" / "page-phone-interp.png"))
+    page.close()

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         args.period,
         args.jack_rate,
         args.modulators,
+        args.page,
     )
     print(format_rows(rows))
     return 0
@@ -76,6 +77,11 @@ def add_parser(commands: Any, p: Parents) -> None:
         "--modulators",
         action="store_true",
         help="each server plays four modulators on eight routes (docs/modulation.md)",
+    )
+    stress.add_argument(
+        "--page",
+        action="store_true",
+        help="the control page open in a headless Chromium on each server while it is measured",
     )
     stress.add_argument(
         "--mode",

@@ -12,6 +12,7 @@ from ..bending.ops import OPS
 from ..engine.rack import Rack
 from ..errors import BendingError
 from ..modulation import KINDS
+from ..presets.fit import fitting
 from ..roots import ROOT_WORDS
 from .grammar import Match, Reply
 from .mods import modulation_state, rack_modulators
@@ -39,6 +40,7 @@ def listing(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[
             f"/bend/{op.op_id}/{name}" for op in engine.state.ops for name, _ in op.params
         ],
         "presets": ctl.presets.names,
+        "fitting": lambda: fitting(ctl.presets, ctl.nodes or {"": engine}),
         "attributes": lambda: list(engine.model.attributes),
         "modulators": lambda: [m.mod_id for m in modulation_state(ctl)],
         "kinds": lambda: list(KINDS),

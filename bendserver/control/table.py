@@ -185,7 +185,7 @@ ADDRESSES: tuple[Address, ...] = (
     ),
     Address(
         "/preset/load",
-        Schema((Arg("name", "text", choices="presets"),)),
+        Schema((Arg("name", "text", choices="fitting"),)),
         "load a preset: the user's presets folder first, then the shipped presets",
         presets.load,
         rack=True,
@@ -262,8 +262,8 @@ ADDRESSES: tuple[Address, ...] = (
         "/list",
         Schema((), (Arg("what", "text"),)),
         "reply with names: addresses, nodes (a rack's, in playing order), weights, "
-        "activations, targets (both), versions, ops, types, bends, presets, attributes, "
-        "modulators, kinds",
+        "activations, targets (both), versions, ops, types, bends, presets, fitting (the "
+        "presets that fit), attributes, modulators, kinds",
         queries.listing,
         query=True,
         rack=True,

@@ -21,6 +21,7 @@ from pythonosc.osc_message import OscMessage
 from pythonosc.osc_message_builder import build_msg
 
 from ..errors import BendingError
+from ..osc.oscquery import METER_RATE
 
 
 class Osc:
@@ -100,9 +101,7 @@ def serving(
     caller's."""
     replies = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     replies.bind(("127.0.0.1", 0))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port(socket.SOCK_DGRAM)
     command = [
         sys.executable, "-m", "bendserver.cli", "serve", "-m", model,
         "--audio", "jack" if jack else "null", *(["--input", "jack"] if jack else []),
@@ -138,6 +137,43 @@ def serving(
         except subprocess.TimeoutExpired:
             server.kill()
         replies.close()
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A port free on the loopback now: TCP (the server's OSCQuery service) or UDP (its OSC)."""
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def page_open(port: int, seconds: float) -> Iterator[None]:
+    """The control page of the server whose OSCQuery service is on ``port``, open in a headless
+    Chromium (driven by playwright) until the block ends, its meters on as a performer's are;
+    a page that did not follow the server (fewer meter updates than half their rate over
+    ``seconds``) is an error: the figures would not be the page's."""
+    chromium = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        chromium = None
+    if chromium is None:
+        raise BendingError("stress --page needs playwright (pip) and Chromium (Debian: chromium)")
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=args)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 1300})
+            page.goto(f"http://127.0.0.1:{port}/ui")
+            page.wait_for_selector("body[data-ready]", timeout=20_000)
+            page.wait_for_function("() => window.bendserver.meters >= 1", timeout=10_000)
+            before = page.evaluate("window.bendserver.meters")
+            yield
+            meters = page.evaluate("window.bendserver.meters") - before
+        finally:
+            browser.close()
+    if meters < METER_RATE * seconds / 2:
+        raise BendingError(f"the page had {meters} meter updates in {seconds:g} s: not following")
 
 
 def jack_env(jack: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ Its parts: the served server (:mod:`.served`), the loads (:mod:`.loads`), the la
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
@@ -28,7 +29,7 @@ from .fuzz import FuzzReport, format_fuzz, run_fuzz
 from .latency import LATENCY, Latency, latency_row
 from .loads import LOADS, modulate, parameters, send_load
 from .report import Row, format_rows
-from .served import Osc, jack_server, need_jack, serving
+from .served import Osc, free_port, jack_server, need_jack, page_open, serving
 
 #: What ``bendserver stress`` runs: under load (here) and ``--fuzz`` (:mod:`.fuzz`).
 __all__ = ["FuzzReport", "Row", "format_fuzz", "format_rows", "run_fuzz", "run_stress"]
@@ -48,12 +49,14 @@ def run_stress(
     period: int | None = None,
     jack_rate: int = 48000,
     modulators: bool = False,
+    page: bool = False,
 ) -> list[Row]:
     """Measure every (block, mode, load), calling ``progress`` with each row; returns the
     rows. ``latency``: the model's, given to the servers; ``period``: the JACK server's
     (default: the block), ``jack_rate`` its sample rate; ``serve_args``: more options of
     ``bendserver serve`` (``--ahead 2``, ``--threads 2``); ``modulators``: each server plays
-    four modulators on eight routes (:func:`modulate`)."""
+    four modulators on eight routes (:func:`modulate`); ``page``: the control page open in a
+    headless Chromium on each server while its rows run (:func:`page_open`)."""
     need_jack()
     known = {*LOADS, REFERENCE, C_REFERENCE, LATENCY}
     unknown = sorted(set(loads) - known)
@@ -71,13 +74,19 @@ def run_stress(
                     rows.append(c_client_row(name, jack, block, seconds, load, ranges))
                     progress(rows[-1])
             for mode in modes:
+                web = free_port() if page else None
                 extra = ("--latency-mode", mode, *serve_args)
-                with serving(
-                    model, preset, block, name, search, latency=latency, extra=extra
-                ) as osc:
+                extra += ("--oscquery-port", str(web)) if web else ()
+                with contextlib.ExitStack() as stack:
+                    osc = stack.enter_context(
+                        serving(model, preset, block, name, search, latency=latency, extra=extra)
+                    )
                     label = _mode_label(osc, mode)
                     if modulators:
                         label += f" + 4 modulators, {modulate(osc)} routes"
+                    if web:
+                        stack.enter_context(page_open(web, seconds * len(served)))
+                        label += " + page"
                     for load in served:
                         rows.append(_measure(osc, jack, block, label, load, seconds, ranges))
                         progress(rows[-1])

@@ -298,12 +298,16 @@ function buildRack(nodes) {
       if (found) card.append(control(found) || "");
     }
     const version = child(node, "version");
-    const names = ((((version || {}).RANGE) || [])[0] || {}).VALS || [];
+    const interp = child(node, "interp");
+    const names = versionNames(version, interp);
     if (names.length > 1 && writable(version)) {
-      card.append(element("div", { className: "buttons" }, ...names.map((value) => element("button", {
-        textContent: value, onclick: () => send(version.FULL_PATH, [{ type: "s", value }]),
-      }))));
+      const morph = element("div", { className: "morph" }, element("div", { className: "buttons" }),
+        element("div", { className: "pad", ariaLabel: `morph ${name} between versions` }, element("b", { className: "puck" })),
+        element("p", { className: "note" }));
+      card.append(morph);
+      morphPad(morph, version, interp, names);
     }
+    card.append(presetRow(child(node, "preset")) || "");
     card.append(...opCards(child(node, "bend")));
     return card;
   });
@@ -472,6 +476,19 @@ function showErrors(errors) {
   }
 }
 
+// A node's preset menu: the presets that fit it (the namespace lists only those) and a button.
+function presetRow(preset) {
+  const load = child(preset, "load");
+  const names = (((load && load.RANGE) || [])[0] || {}).VALS || [];
+  if (!writable(load) || !names.length) return null;
+  const menu = element("select", { className: "preset-list", ariaLabel: "preset" });
+  menu.append(...names.map((value) => element("option", { value, textContent: value })));
+  const button = element("button", {
+    textContent: "load", onclick: () => send(load.FULL_PATH, [{ type: "s", value: menu.value }]),
+  });
+  return element("div", { className: "row presets" }, menu, button);
+}
+
 function buildPresets(preset) {
   const load = child(preset, "load");
   const save = child(preset, "save");
@@ -480,6 +497,7 @@ function buildPresets(preset) {
   const list = document.getElementById("preset-list");
   const names = (((load && load.RANGE) || [])[0] || {}).VALS || [];
   list.replaceChildren(...names.map((value) => element("option", { value, textContent: value })));
+  list.parentElement.hidden = !names.length;  // none fits (a rack's own presets): save only
   document.getElementById("preset-load").onclick = () => {
     if (list.value) send(load.FULL_PATH, [{ type: "s", value: list.value }]);
   };
@@ -496,19 +514,31 @@ function buildPresets(preset) {
 const CORNERS = [[0, 0], [1, 0], [1, 1], [0, 1]];  // top left, top right, bottom right, left
 
 function buildMorph(version, interp) {
-  const names = ((((version || interp || {}).RANGE) || [])[0] || {}).VALS || [];
+  const names = versionNames(version, interp);
   state.versions = names;
   const section = document.getElementById("morph");
   section.hidden = names.length < 2;
-  const buttons = document.getElementById("versions");
+  morphPad(section, version, interp, names);
+}
+
+function versionNames(version, interp) {
+  return ((((version || interp || {}).RANGE) || [])[0] || {}).VALS || [];
+}
+
+// A morph control in ``box`` (its .buttons, .pad with its .puck, and .note caption): a button
+// per version (/version), and an XY pad between up to four of them (/interp) whose puck follows
+// a mix sent from anywhere. The single model's is the Versions panel; each rack node has its own.
+function morphPad(box, version, interp, names) {
+  const buttons = box.querySelector(".buttons");
   buttons.replaceChildren(...names.map((name) => {
     const button = element("button", { textContent: name });
     button.dataset.version = name;
     button.onclick = () => send(version.FULL_PATH, [{ type: "s", value: name }]);
     return button;
   }));
-  if (version) register(version.FULL_PATH, (args) => markVersion({ [args[0]]: 1 }));
-  const pad = document.getElementById("pad");
+  if (version) register(version.FULL_PATH, (args) => markVersion(box, { [args[0]]: 1 }));
+  const pad = box.querySelector(".pad");
+  const puck = pad.querySelector(".puck");
   const corners = cornerNames(names.slice(0, 4));
   pad.querySelectorAll(".corner").forEach((c) => c.remove());
   const seen = new Set();
@@ -525,10 +555,9 @@ function buildMorph(version, interp) {
   pad.hidden = !writable(interp);
   if (!writable(interp)) return;
   const move = (event) => {
-    const box = pad.getBoundingClientRect();
-    const x = Math.min(1, Math.max(0, (event.clientX - box.left) / box.width));
-    const y = Math.min(1, Math.max(0, (event.clientY - box.top) / box.height));
-    const puck = document.getElementById("puck");
+    const frame = pad.getBoundingClientRect();
+    const x = Math.min(1, Math.max(0, (event.clientX - frame.left) / frame.width));
+    const y = Math.min(1, Math.max(0, (event.clientY - frame.top) / frame.height));
     puck.style.left = `${100 * x}%`;
     puck.style.top = `${100 * y}%`;
     const weights = morphWeights(corners, x, y);
@@ -543,14 +572,14 @@ function buildMorph(version, interp) {
   register(interp.FULL_PATH, (args) => {
     const mix = {};
     for (let i = 0; i + 1 < args.length; i += 2) mix[args[i]] = args[i + 1];
-    markVersion(mix);
-    placePuck(corners, mix);
+    markVersion(box, mix);
+    placePuck(puck, corners, mix);
   });
 }
 
 // The puck where a mix sent from anywhere puts it: the weight of the right corners across, of
 // the bottom ones down (the inverse of morphWeights for a mix it made).
-function placePuck(corners, mix) {
+function placePuck(puck, corners, mix) {
   const total = Object.values(mix).reduce((a, b) => a + b, 0) || 1;
   const w = (index) => (mix[corners[index]] || 0) / total;
   const unique = new Set(corners).size;
@@ -559,7 +588,6 @@ function placePuck(corners, mix) {
   if (unique === 2) x = w(1);                                   // a left, b right
   else if (unique === 3) { y = w(2); x = y < 1 ? w(1) / (1 - y) : 0.5; }  // c along the bottom
   else if (unique === 4) { x = w(1) + w(2); y = w(2) + w(3); }
-  const puck = document.getElementById("puck");
   puck.style.left = `${100 * Math.min(1, Math.max(0, x))}%`;
   puck.style.top = `${100 * Math.min(1, Math.max(0, y))}%`;
 }
@@ -583,11 +611,11 @@ function morphWeights(corners, x, y) {
   return weights;
 }
 
-function markVersion(mix) {
+function markVersion(box, mix) {
   const text = Object.entries(mix).filter(([, w]) => w > 0)
     .map(([name, w]) => `${name} ${(100 * w).toFixed(0)}%`).join(" · ");
-  document.getElementById("mix").textContent = text;
-  document.querySelectorAll("#morph [data-version]").forEach((el) => {
+  box.querySelector(".note").textContent = text;
+  box.querySelectorAll("[data-version]").forEach((el) => {
     el.classList.toggle("on", (mix[el.dataset.version] || 0) >= 0.5);
   });
 }

@@ -34,6 +34,9 @@ from .served import Osc, free_port, jack_server, need_jack, page_open, serving
 #: What ``bendserver stress`` runs: under load (here) and ``--fuzz`` (:mod:`.fuzz`).
 __all__ = ["FuzzReport", "Row", "format_fuzz", "format_rows", "run_fuzz", "run_stress"]
 
+#: Seconds the final values of a load may take to play (a lost one never does).
+FINAL_WAIT_S = 1.0
+
 
 def run_stress(
     model: str,
@@ -124,11 +127,17 @@ def _measure(
         finished = time.monotonic()
         osc.stats()
         drain_ms = 1e3 * (time.monotonic() - finished)
-        time.sleep(2 * block / 48000 + 0.005)  # two blocks after the server has the last word
+        # /get answers the value playing: a change reaches the output once the blocks computed
+        # ahead of it (the ring's, which a busy machine deepens) have played
         wanted = {a: lo + (hi - lo) * value for a, lo, hi in ranges}
-        got = {a: osc.ask(f"/get{a}")[0] for a in wanted}
-        settled = osc.stats()
-        ok = all(math.isclose(got[a], v, abs_tol=1e-6) for a, v in wanted.items())
+        deadline = time.monotonic() + FINAL_WAIT_S
+        while True:
+            got = {a: osc.ask(f"/get{a}")[0] for a in wanted}
+            settled = osc.stats()
+            ok = all(math.isclose(got[a], v, abs_tol=1e-6) for a, v in wanted.items())
+            if (ok and settled["pending"] == 0) or time.monotonic() > deadline:
+                break
+            time.sleep(block / 48000)
         final = "all applied" if ok and settled["pending"] == 0 else f"WRONG {got}"
     after = osc.stats()
     counts = ("received", "coalesced", "dropped", "xruns", "callback_xruns", "underruns", "late")

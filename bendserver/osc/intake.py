@@ -296,9 +296,18 @@ class Intake:
     """The intake process's loop: socket -> access -> inbox -> ring (and a wake-up byte)."""
 
     def __init__(
-        self, sock: socket.socket, access: AccessList, inbox: Inbox, ring: Ring, wake: int
+        self,
+        sock: socket.socket,
+        access: AccessList,
+        inbox: Inbox,
+        ring: Ring,
+        wake: int,
+        signalled: int = -1,
     ) -> None:
         self.socket, self.access, self.inbox, self.ring, self.wake = sock, access, inbox, ring, wake
+        #: A pipe the process's signals write a byte to (``signal.set_wakeup_fd``), watched
+        #: beside the socket: a wait ends at SIGTERM, where Python would resume it (PEP 475).
+        self.signalled = signalled
         self.packets = self.accepted = self.denied = self.kernel_dropped = self.too_large = 0
         self.unpushed = 0  #: letters the ring refused (cannot happen after its room is checked)
         self._denied_hosts: set[str] = set()
@@ -310,13 +319,16 @@ class Intake:
         and it would hold the port)."""
         self.socket.setblocking(False)
         server = os.getppid()
+        watched = [self.socket, *([self.signalled] if self.signalled >= 0 else [])]
         while self.running and os.getppid() == server:
             wait = 0.002 if len(self.inbox) else 0.2  # a backlog: flush again soon
             try:
-                readable, _, _ = select.select([self.socket], [], [], wait)
+                readable, _, _ = select.select(watched, [], [], wait)
             except InterruptedError:
                 continue
-            if readable:
+            if self.signalled in readable:
+                os.read(self.signalled, 64)
+            if self.socket in readable:
                 self._drain_socket()
             self._flush()
 
@@ -482,7 +494,10 @@ def main(argv: list[str]) -> int:
     coalescing = re.compile(pattern)
     ring = Ring(ring_name)
     inbox = Inbox(lambda address: coalescing.fullmatch(address) is not None)
-    intake = Intake(sock, AccessList(allow), inbox, ring, int(wake))
+    signalled, signals = os.pipe()
+    os.set_blocking(signals, False)
+    signal.set_wakeup_fd(signals)
+    intake = Intake(sock, AccessList(allow), inbox, ring, int(wake), signalled)
 
     def stop(*_: object) -> None:
         intake.running = False

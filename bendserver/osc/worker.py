@@ -124,6 +124,12 @@ class ControlWorker(LoopThread):
         if self.source is not self.inbox:
             self.source.wake()
 
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the loop, a wait for the source's next message ending at once."""
+        self._stop.set()
+        self.wake()
+        super().stop(timeout)
+
     def pending(self) -> int:
         """Messages waiting in the in-process inbox."""
         return len(self.inbox)

@@ -4,18 +4,22 @@ seeing parameter, weight, switch and structure changes, fresh noise, and keeping
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
 from streaming import CausalStack, twin
+from ts_files import BRAVE_FILE, RAVE_FILES, codec_file, rave_files
 
 import bendserver as tb
 from bendserver.cli import build_parser, main
 from bendserver.engine.bends import Bends
 from bendserver.engine.cuda_graph import CudaGraphs, Replay, _scratch
+from bendserver.engine.node import Node
 from bendserver.loader import resolve_device
+from bendserver.rackspec import RackSpec
 
 BLOCK = 256
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -238,3 +242,67 @@ def test_a_model_a_capture_cannot_hold_plays_eager_cuda(caplog):
     for block in _blocks(3):
         np.testing.assert_allclose(gpu.process(block), cpu.process(block), atol=1e-5)
     assert gpu.stats.errors == 0
+
+
+@pytest.fixture(
+    params=["codec", *rave_files((*RAVE_FILES, BRAVE_FILE))], ids=lambda p: Path(p).stem
+)
+def torchscript_file(tmp_path, request) -> Path:
+    """A small scripted codec, then each RAVE export found (BENDSERVER_RAVE_DIR)."""
+    return codec_file(tmp_path) if request.param == "codec" else request.param
+
+
+@needs_cuda
+def test_a_converted_torchscript_file_plays_on_cuda_as_on_the_cpu(torchscript_file):
+    """The .ts converted into a graph (its convolution forms as the passes chose them), captured
+    whole, against the same file on the CPU, its state carried across blocks."""
+    model = tb.load_model(torchscript_file)
+    block = 256 if model.block_multiple <= 256 else 2048
+    gpu = tb.StreamEngine(str(torchscript_file), block=block, fuse=False, device="cuda")
+    cpu = tb.StreamEngine(str(torchscript_file), block=block, fuse=False)
+    assert gpu.cuda_graphs.failure is None and isinstance(gpu.node._forward, Replay)
+    rng = np.random.default_rng(4)
+    for _ in range(6):
+        audio = (0.3 * rng.standard_normal((cpu.in_channels, block))).astype(np.float32)
+        want = cpu.process(audio)
+        np.testing.assert_allclose(gpu.process(audio), want, atol=1e-4 * max(1, np.abs(want).max()))
+
+
+@needs_cuda
+def test_a_rack_of_two_models_plays_on_cuda_as_on_the_cpu():
+    spec = RackSpec.chain(["drive", "wavae"])
+    gpu, cpu = (spec.build(block=BLOCK, fuse=False, device=d) for d in ("cuda", "cpu"))
+    for block in _blocks(5, seed=6):
+        np.testing.assert_allclose(gpu.process(block), cpu.process(block), atol=1e-4)
+    assert all(node.runs_on.startswith("cuda") for node in gpu.nodes.values())
+
+
+@needs_cuda
+def test_a_live_switch_on_cuda_crossfades_as_on_the_cpu():
+    def rack(seed, device):
+        torch.manual_seed(seed)
+        return tb.StreamEngine(CausalStack(), block=BLOCK, fuse=False, device=device)
+
+    def node(seed, device):
+        torch.manual_seed(seed)
+        return Node(CausalStack(), block=BLOCK, device=device)
+
+    racks = [rack(1, device) for device in ("cuda", "cpu")]
+    blocks = _blocks(8, seed=7)
+    for index, block in enumerate(blocks):
+        if index == 3:
+            for each, device in zip(racks, ("cuda", "cpu"), strict=True):
+                each.swap(each.order[0], node(2, device), 10.0)
+        gpu, cpu = (each.process(block) for each in racks)
+        np.testing.assert_allclose(gpu, cpu, atol=1e-5)
+    assert racks[0].swaps == 1 and isinstance(racks[0].node._forward, Replay)
+
+
+@needs_cuda
+def test_a_change_of_channels_recaptures_on_cuda():
+    gpu, cpu = tb.StreamEngine("drive", device="cuda"), tb.StreamEngine("drive")
+    rng = np.random.default_rng(8)
+    for channels in (2, 3, 1):
+        audio = (0.3 * rng.standard_normal((channels, 4096))).astype(np.float32)
+        np.testing.assert_allclose(gpu(audio, 48000), cpu(audio, 48000), atol=1e-4)
+        assert gpu.streams == channels and isinstance(gpu.node._forward, Replay)

@@ -1,6 +1,6 @@
 """What the CUDA path does on this machine's GPU: the CUDA tests, then per model and block the
 engine as a CUDA graph and as eager CUDA against the CPU in the same run (``bendserver bench``),
-and how far the GPU's output is from the CPU's with TF32 convolutions on and off.
+and how far the GPU's output is from the CPU's.
 
     python scripts/cuda_check.py OUT_DIR [MODEL[@BLOCKS] ...]
 
@@ -34,29 +34,23 @@ def run(out: Path, name: str, command: list[str], limit: float) -> None:
     print(f"{name}: {code} in {time.perf_counter() - start:.0f} s", flush=True)
 
 
-def distance(model: str, block: int, blocks: int = 8) -> dict[str, float]:
-    """Largest difference between the GPU's output and the CPU's over ``blocks`` blocks, relative
-    to the CPU's peak, as a CUDA graph with TF32 convolutions on (torch's default) and off."""
+def distance(model: str, block: int, blocks: int = 8) -> float:
+    """Largest difference between the engine's output as a CUDA graph and on the CPU over
+    ``blocks`` blocks, relative to the CPU's peak (a model that draws no noise)."""
     import numpy as np
-    import torch
 
     import bendserver as tb
 
-    figures = {}
-    for tf32 in (True, False):
-        torch.backends.cudnn.allow_tf32 = tf32
-        gpu = tb.StreamEngine(model, block=block, fuse=False, device="cuda")
-        cpu = tb.StreamEngine(model, block=block, fuse=False)
-        rng = np.random.default_rng(0)
-        worst, peak = 0.0, 0.0
-        for _ in range(blocks):
-            audio = (0.3 * rng.standard_normal((cpu.in_channels, block))).astype(np.float32)
-            want = cpu.process(audio)
-            worst = max(worst, float(np.abs(gpu.process(audio) - want).max()))
-            peak = max(peak, float(np.abs(want).max()))
-        figures[f"tf32 {'on' if tf32 else 'off'}"] = worst / max(peak, 1e-12)
-    torch.backends.cudnn.allow_tf32 = True
-    return figures
+    gpu = tb.StreamEngine(model, block=block, fuse=False, device="cuda")
+    cpu = tb.StreamEngine(model, block=block, fuse=False)
+    rng = np.random.default_rng(0)
+    worst, peak = 0.0, 0.0
+    for _ in range(blocks):
+        audio = (0.3 * rng.standard_normal((cpu.in_channels, block))).astype(np.float32)
+        want = cpu.process(audio)
+        worst = max(worst, float(np.abs(gpu.process(audio) - want).max()))
+        peak = max(peak, float(np.abs(want).max()))
+    return worst / max(peak, 1e-12)
 
 
 def main(argv: list[str]) -> int:
@@ -108,7 +102,6 @@ def main(argv: list[str]) -> int:
                     "bench",
                     "-m",
                     model,
-                    "--trust-model",
                     "--block",
                     blocks,
                     "--calls",
@@ -121,8 +114,9 @@ def main(argv: list[str]) -> int:
                 ],
                 300,
             )
-        distances[stem] = distance(model, int(blocks.split(",")[-1]))
-        (out / "distances.json").write_text(json.dumps(distances, indent=1))
+        if not model.endswith(".ts"):  # the RAVE exports draw noise: their test seeds both
+            distances[stem] = distance(model, int(blocks.split(",")[-1]))
+            (out / "distances.json").write_text(json.dumps(distances, indent=1))
     return 0
 
 

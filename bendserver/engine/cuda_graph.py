@@ -81,14 +81,15 @@ class Replay:
             with _scratch(tensors):  # what plays meanwhile keeps its streaming state
                 for _ in range(WARMUP_CALLS):
                     forward(static_input)
-            # capture_begin/end rather than torch.cuda.graph(), whose entry synchronizes the
-            # device and empties the allocator's cache: a stall for a stream playing meanwhile.
-            # thread_local: only this thread's unsafe calls break the capture, not the audio's.
-            graph.capture_begin(capture_error_mode="thread_local")
-            try:
-                output = forward(static_input)
-            finally:
-                graph.capture_end()
+            with _generators_kept(generators, device):
+                # capture_begin/end rather than torch.cuda.graph(), whose entry synchronizes the
+                # device and empties the allocator's cache: a stall for a stream playing
+                # meanwhile. thread_local: only this thread's unsafe calls break the capture.
+                graph.capture_begin(capture_error_mode="thread_local")
+                try:
+                    output = forward(static_input)
+                finally:
+                    graph.capture_end()
         side.synchronize()
         self.graph, self.input, self.output = graph, static_input, output
         #: The forward (and its graph module) owns memory the graph's kernels address.
@@ -113,3 +114,40 @@ def _scratch(tensors: list[torch.Tensor]) -> Iterator[None]:
     finally:
         for tensor, original in zip(tensors, originals, strict=True):
             tensor.data = original
+
+
+@contextlib.contextmanager
+def _generators_kept(generators: list[torch.Generator], device: torch.device) -> Iterator[None]:
+    """Put the generators a capture registers (``generators`` and the device's default one,
+    which every capture registers) back as they were if it fails: a capture that breaks off
+    leaves them in capture mode, and every random draw on the device after it raised "Offset
+    increment outside graph capture" (a RAVE export's encoder, a Noise op), seen on an H200."""
+    default = torch.cuda.default_generators[device.index or 0]
+    kept = [(g, g.clone_state()) for g in dict.fromkeys([default, *generators])]
+    try:
+        yield
+    except BaseException:
+        for generator, state in kept:
+            generator.graphsafe_set_state(state)
+        raise
+
+
+def follow_device(gm: torch.fx.GraphModule, device: torch.device) -> None:
+    """Point the device constants of ``gm``'s nodes at ``device``: a converted ``.ts`` graph
+    keeps those it met while converting (RAVE's PQMF writes ``torch.tensor(-1, device=...)``
+    into a mask), and a tensor made on the CPU at each block costs a synchronous copy to the
+    GPU, which a capture refuses ("Cannot copy between CPU and CUDA tensors", an H200)."""
+    moved = False
+
+    def on_device(value: Any) -> Any:
+        nonlocal moved
+        if isinstance(value, torch.device) and value != device:
+            moved = True
+            return device
+        return value
+
+    for node in gm.graph.nodes:
+        node.args = torch.fx.node.map_aggregate(node.args, on_device)
+        node.kwargs = torch.fx.node.map_aggregate(node.kwargs, on_device)
+    if moved:
+        gm.recompile()

@@ -124,6 +124,7 @@ class Node(NodeControl, NodeRunner, NodeBuilder):
         #: Called on the audio side after a requested reset (the rack clears its fuse).
         self.on_reset: Callable[[], None] | None = None
         self._trace()
+        self._check_capturable()
         #: The tensor in each weight slot (audio side; reading ``slot.data`` would allocate).
         self._current = {name: slot.data for name, slot in self._slots.items()}
         self._bends = Bends(

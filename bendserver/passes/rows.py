@@ -99,8 +99,9 @@ def fixed_rows(gm: torch.fx.GraphModule) -> bool:
             (s_batch, stride * s_frame, s_channel, dilation * s_frame),
             source.storage_offset(),
         )
-        rows = torch.empty((batch * frames, channels * taps), dtype=source.dtype)
-        product = torch.empty((batch * frames, out_channels), dtype=source.dtype)
+        like = {"dtype": source.dtype, "device": source.device}
+        rows = torch.empty((batch * frames, channels * taps), **like)
+        product = torch.empty((batch * frames, out_channels), **like)
         result = product.view(batch, frames, out_channels).transpose(1, 2)
         fixed_tensors = (window, rows.view(window.shape), rows, product, result)
         names = [add_buffer(gm, "_view_", t) for t in fixed_tensors]

@@ -153,6 +153,17 @@ def returns_view(target: object) -> bool:
     return alias is not None and not alias.is_write and returned is not None
 
 
+def makes_a_tensor(target: object) -> bool:
+    """True for an operator that makes a tensor from no tensor and takes a ``device``
+    (``torch.ops.aten.scalar_tensor.default``, ``zeros``, ``full``), as its schema says."""
+    schema = getattr(target, "_schema", None)
+    if not isinstance(schema, torch._C.FunctionSchema) or not schema.arguments:
+        return False
+    names = [argument.name for argument in schema.arguments]
+    first = schema.arguments[0].type
+    return "device" in names and not isinstance(first, torch.TensorType)
+
+
 def aten_name(target: object) -> str | None:
     """The operator name of an ``aten`` overload (``torch.ops.aten.slice.Tensor`` gives
     ``"slice"``), or None for anything else."""

@@ -14,6 +14,7 @@ from streaming import CausalStack, twin
 from ts_files import BRAVE_FILE, RAVE_FILES, codec_file, rave_files
 
 import bendserver as tb
+from bendserver import compat
 from bendserver.cli import build_parser, main
 from bendserver.engine.bends import Bends
 from bendserver.engine.cuda_graph import CudaGraphs, Replay, _scratch, follow_device
@@ -126,17 +127,23 @@ def test_while_capturing_a_switch_builds_another_graph_with_the_ops_switched_so(
 
 
 def test_a_graphs_device_constants_follow_the_engines_device():
-    """A converted graph's ``device=`` constants (RAVE's PQMF makes a tensor on the device it
-    met while converting) are moved to the engine's device: here from meta to the CPU."""
+    """A converted graph's ``device=`` constants and the tensors it makes from numbers (on the
+    CPU by default: TorchScript's NumToTensor) are made on the engine's device."""
     graph = torch.fx.Graph()
     x = graph.placeholder("x")
     made = graph.call_function(torch.full, ((1,), -1.0), {"device": torch.device("meta")})
-    graph.output(graph.call_function(torch.add, (x, made)))
+    number = graph.call_function(torch.ops.aten.scalar_tensor.default, (1.0,))  # on the CPU
+    added = graph.call_function(torch.add, (x, made))
+    graph.output(graph.call_function(torch.add, (added, number)))
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
     with pytest.raises(RuntimeError):
         gm(torch.ones(2))
     follow_device(gm, torch.device("cpu"))
-    assert torch.equal(gm(torch.ones(2)), torch.zeros(2))
+    assert torch.equal(gm(torch.ones(2)), torch.ones(2))
+    follow_device(gm, torch.device("meta"))
+    assert number.kwargs["device"] == made.kwargs["device"] == torch.device("meta")
+    assert compat.makes_a_tensor(torch.ops.aten.zeros.default)
+    assert not compat.makes_a_tensor(torch.ops.aten.ones_like.default)
 
 
 # -- on a CUDA device ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .. import compat
 from ..bending.base import forward_state
 
 log = logging.getLogger("bendserver.engine")
@@ -133,10 +134,11 @@ def _generators_kept(generators: list[torch.Generator], device: torch.device) ->
 
 
 def follow_device(gm: torch.fx.GraphModule, device: torch.device) -> None:
-    """Point the device constants of ``gm``'s nodes at ``device``: a converted ``.ts`` graph
-    keeps those it met while converting (RAVE's PQMF writes ``torch.tensor(-1, device=...)``
-    into a mask), and a tensor made on the CPU at each block costs a synchronous copy to the
-    GPU, which a capture refuses ("Cannot copy between CPU and CUDA tensors", an H200)."""
+    """Make the tensors ``gm``'s nodes create on ``device``: a converted ``.ts`` graph keeps the
+    device constants it met while converting, and TorchScript makes a number's tensor on the
+    CPU (``NumToTensor``, then RAVE's PQMF copies it into a mask). A tensor made on the CPU at
+    each block costs a synchronous copy to the GPU, which a capture refuses ("Cannot copy
+    between CPU and CUDA tensors", seen on an H200)."""
     moved = False
 
     def on_device(value: Any) -> Any:
@@ -149,5 +151,8 @@ def follow_device(gm: torch.fx.GraphModule, device: torch.device) -> None:
     for node in gm.graph.nodes:
         node.args = torch.fx.node.map_aggregate(node.args, on_device)
         node.kwargs = torch.fx.node.map_aggregate(node.kwargs, on_device)
+        if compat.makes_a_tensor(node.target) and node.kwargs.get("device") is None:
+            node.kwargs = {**node.kwargs, "device": device}
+            moved = True
     if moved:
         gm.recompile()

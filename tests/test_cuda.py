@@ -17,10 +17,18 @@ import bendserver as tb
 from bendserver import compat
 from bendserver.cli import build_parser, main
 from bendserver.engine.bends import Bends
-from bendserver.engine.cuda_graph import CudaGraphs, Replay, _scratch, follow_device
+from bendserver.engine.cuda_graph import (
+    CudaGraphs,
+    Replay,
+    _scratch,
+    check_state_guards,
+    follow_device,
+)
 from bendserver.engine.node import Node
+from bendserver.errors import FlowGuardError
 from bendserver.loader import resolve_device
 from bendserver.rackspec import RackSpec
+from bendserver.tracing.flow import GUARDS
 
 BLOCK = 256
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -144,6 +152,40 @@ def test_a_graphs_device_constants_follow_the_engines_device():
     assert number.kwargs["device"] == made.kwargs["device"] == torch.device("meta")
     assert compat.makes_a_tensor(torch.ops.aten.zeros.default)
     assert not compat.makes_a_tensor(torch.ops.aten.ones_like.default)
+
+
+class _Flagged(torch.nn.Module):
+    """Branches on a flag of its state, on a count it writes, and on its input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(1, 1, 3, padding=1)
+        self.register_buffer("warmed_up", torch.tensor(True))
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        y = self.conv(x) if self.warmed_up else x
+        y = y * 2 if self.calls > 0 else y
+        return y if x.abs().sum() >= 0 else -y
+
+
+def test_guards_on_the_models_state_are_checked_once_and_taken_out():
+    """A CUDA graph cannot read a value back at each block: the guards that read only state
+    the graph never writes are checked when the graph is built and taken out; those on the
+    input or on what the graph writes stay."""
+    engine = tb.StreamEngine(_Flagged(), block=BLOCK, fuse=False, optimize="none")
+    gm = engine.bended.build("forward", [])
+    guards = [n for n in gm.graph.nodes if n.target in GUARDS]
+    audio = torch.randn(1, 1, BLOCK)
+    want = gm(audio)
+    assert len(guards) == 3 and check_state_guards(gm) == 1
+    assert len([n for n in gm.graph.nodes if n.target in GUARDS]) == 2
+    torch.testing.assert_close(gm(audio), want)
+    engine.model.module.warmed_up.fill_(False)
+    other = engine.bended.build("forward", [])
+    with pytest.raises(FlowGuardError, match="another path"):
+        check_state_guards(other)
 
 
 # -- on a CUDA device ---------------------------------------------------------------------------

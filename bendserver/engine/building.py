@@ -21,7 +21,7 @@ from ..errors import BendingError
 from ..passes import compile_forward, optimize
 from ..tracing import restoring_buffers
 from ..tracing.script import ConversionError
-from .cuda_graph import CudaGraphs, follow_device
+from .cuda_graph import CudaGraphs, check_state_guards, follow_device
 from .transfer import BlockTransfer
 
 log = logging.getLogger("bendserver.engine")
@@ -153,6 +153,7 @@ class NodeBuilder:
         (control side)."""
         if not self._on_cpu:
             follow_device(gm, self.device)
+            check_state_guards(gm)
         forward = optimize(gm, self.optimize).forward
         if self.optimize == "compile":
             with torch.inference_mode():  # as blocks come: the guards check it

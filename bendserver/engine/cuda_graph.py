@@ -19,6 +19,8 @@ import torch
 
 from .. import compat
 from ..bending.base import forward_state
+from ..passes.nodes import attribute, written_roots
+from ..tracing.flow import GUARDS
 
 log = logging.getLogger("bendserver.engine")
 
@@ -156,3 +158,56 @@ def follow_device(gm: torch.fx.GraphModule, device: torch.device) -> None:
             moved = True
     if moved:
         gm.recompile()
+
+
+def check_state_guards(gm: torch.fx.GraphModule) -> int:
+    """Check now, once, the control-flow guards that read only the module's state (tensors the
+    graph never writes, constants) and take them out of ``gm``: reading a device value back to
+    the host at each block stalls eager CUDA and breaks a capture (RAVE's ``warmed_up`` flags
+    and ``decode_params``). Returns how many; raises FlowGuardError where one fails now."""
+    graph = gm.graph
+    written = written_roots(graph)
+    values: dict[torch.fx.Node, Any] = {}
+    checked = 0
+    for guard in [node for node in graph.nodes if node.target in GUARDS]:
+        needed = _state_only(guard, written)
+        if needed is None:
+            continue
+        for node in graph.nodes:  # in order: each input is computed before its users
+            if node in needed and node not in values:
+                values[node] = _evaluated(gm, node, values)
+        graph.erase_node(guard)
+        checked += 1
+    if checked:
+        graph.eliminate_dead_code()
+        gm.recompile()
+    return checked
+
+
+def _state_only(guard: torch.fx.Node, written: set[str]) -> set[torch.fx.Node] | None:
+    """The nodes ``guard`` computes from (itself included), or None where one of them is an
+    input of the graph or a tensor the graph writes."""
+    needed, pending = set(), [guard]
+    while pending:
+        node = pending.pop()
+        if node in needed:
+            continue
+        if node.op == "placeholder" or (node.op == "get_attr" and node.target in written):
+            return None
+        if node.op not in ("get_attr", "call_function", "call_method"):
+            return None
+        needed.add(node)
+        pending.extend(node.all_input_nodes)
+    return needed
+
+
+def _evaluated(gm: torch.fx.GraphModule, node: torch.fx.Node, values: dict) -> Any:
+    """``node``'s value from those of its inputs (``values``)."""
+    args = torch.fx.node.map_arg(node.args, values.__getitem__)
+    kwargs = torch.fx.node.map_arg(node.kwargs, values.__getitem__)
+    if node.op == "get_attr":
+        return attribute(gm, node.target)
+    if node.op == "call_method":
+        return getattr(args[0], node.target)(*args[1:], **kwargs)
+    with torch.inference_mode():
+        return node.target(*args, **kwargs)

@@ -125,36 +125,33 @@ _MOD_ADDRESSES = (
     ),
 )
 
-#: The rack's own output, after what its nodes sum and before the fuse (``rack``: sent without
-#: a node's name; a one-model server has them too).
+
+def _rack_output(name: str, arg: Arg, effect: str) -> Address:
+    """The address of the rack's own output setting ``name`` (``rack``: sent without a node's
+    name; a one-model server has it too)."""
+    handler = output.setting(name)
+    return Address(
+        f"/rack/{name}", Schema((arg,)), effect, handler, coalesce=True, rack=True, needs="rack"
+    )
+
+
+#: The rack's own output, after what its nodes sum and around the fuse.
 _RACK_ADDRESSES = (
-    Address(
-        "/rack/gain",
-        Schema((Arg("value", low=0.0, high=16.0),)),
+    _rack_output(
+        "gain",
+        Arg("value", low=0.0, high=16.0),
         "the rack's output gain, 0..16, moved across one block (before the fuse)",
-        output.setting("gain"),
-        coalesce=True,
-        rack=True,
-        needs="rack",
     ),
-    Address(
-        "/rack/mute",
-        Schema((Arg("on", "flag"),)),
+    _rack_output(
+        "mute",
+        Arg("on", "flag"),
         "silence the rack's output (1) or play it (0), faded across one block",
-        output.setting("mute"),
-        coalesce=True,
-        rack=True,
-        needs="rack",
     ),
-    Address(
-        "/rack/bypass",
-        Schema((Arg("on", "flag"),)),
+    _rack_output(
+        "bypass",
+        Arg("on", "flag"),
         "play the rack's input instead of its output (1; silence where they differ in shape), "
         "crossfaded across one block; the nodes play on",
-        output.setting("bypass"),
-        coalesce=True,
-        rack=True,
-        needs="rack",
     ),
 )
 

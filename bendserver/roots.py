@@ -8,6 +8,6 @@ from __future__ import annotations
 ROOT_WORDS = frozenset(
     {
         "attr", "bend", "engine", "get", "in", "interp", "list", "midi", "mod", "model", "node",
-        "out", "ping", "preset", "record", "scheduled", "stats", "version",
+        "out", "ping", "preset", "rack", "record", "scheduled", "stats", "version",
     }
 )  # fmt: skip

@@ -91,6 +91,7 @@ class ScoreRecorder:
 
     def _queues(self) -> list[Any]:
         queues = [node.commands for node in self.engine.nodes.values()]
+        queues.append(self.engine.output.commands)
         modulation = self.engine.modulation
         return queues if modulation is None else [*queues, modulation.commands]
 

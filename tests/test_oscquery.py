@@ -87,6 +87,7 @@ def test_the_root_is_the_address_table_over_the_live_ops(server):
         "node",
         "mod",
         "record",
+        "rack",
     }  # fmt: skip  (no attr: drive is no TorchScript file; /get: VALUE does its job)
     bend = root["CONTENTS"]["bend"]["CONTENTS"]
     assert set(bend) == {"mask", "lfo", "noise", "add", "remove", "clear"}

@@ -1,7 +1,8 @@
 """The control page playing a rack (the shipped racks/wavae_drive.toml on the null backend), in
 Chromium driven by playwright: a card per node labelled by op and parameter, nothing that changes
 what plays as a whole on a plain slider, a modulator added and routed moving a slider's played
-mark, an op added and removed, an /error shown, an XY pad per node with versions driving that
+mark, an op added and removed, an /error shown, the output card following and setting the
+rack's gain and mute (metered by the levels card), an XY pad per node with versions driving that
 node's /interp, each node's preset menu offering what fits it; and on one model, the XY puck
 following an /interp sent with oscsend and a preset menu without the presets that do not fit.
 ``BENDSERVER_SCREENSHOT=1`` writes the screenshots in docs/images."""
@@ -98,6 +99,50 @@ def test_an_error_is_shown(page, server):
         "() => document.getElementById('errors').textContent.includes(\"no op 'nope'\")",
         timeout=5_000,
     )
+
+
+def rack_value(server, replies, name):
+    """The rack's output setting ``name``, as ``/get/rack/<name>`` replies it over OSC."""
+    replies.receive(timeout=0.05)  # what an earlier test left
+    send_python(server.osc.port, f"/get/rack/{name}")
+    return replies.wait_for(f"/get/rack/{name}")[0]
+
+
+def test_the_output_card_follows_and_sets_the_racks_output(page, server, replies):
+    card = page.locator("#engine")
+    assert card.is_visible(), "a rack's output card"
+    assert card.locator(".control label").all_inner_texts() == ["gain", "mute", "bypass"]
+    oscsend(server.osc.port, "/rack/gain", "f", 0.25)
+    page.wait_for_function(
+        "() => document.querySelector('output[data-for=\"/rack/gain\"]').textContent === '0.250'",
+        timeout=5_000,
+    )
+    slider = '#engine input[type=range][data-path="/rack/gain"]'
+    assert float(page.locator(slider).input_value()) == pytest.approx(0.25)
+    page.locator(slider).scroll_into_view_if_needed()
+    test_page.drag(page, slider, 0.05, 0.25)  # 0..16: about 4
+    shown = float(page.locator(slider).input_value())
+    assert 2.0 < shown < 6.0, (shown, page.locator(slider).bounding_box())
+    deadline = time.monotonic() + 5
+    while abs((value := rack_value(server, replies, "gain")) - shown) > 1e-3:
+        assert time.monotonic() < deadline, f"the server has {value}, the page shows {shown}"
+        time.sleep(0.05)
+    page.wait_for_function("() => parseFloat(document.getElementById('out-db').textContent) > -60")
+    card.locator('input.switch[data-path="/rack/mute"]').click()
+    deadline = time.monotonic() + 5
+    while rack_value(server, replies, "mute") != 1.0:
+        assert time.monotonic() < deadline, "the mute switch did not mute the rack"
+        time.sleep(0.05)
+    page.wait_for_function(  # the levels card meters the rack's output: silent
+        "() => parseFloat(document.getElementById('out-db').textContent) <= -96", timeout=5_000
+    )
+    assert float(page.locator("#in-db").text_content().split()[0]) > -60, "the input plays on"
+    oscsend(server.osc.port, "/rack/mute", "i", 0)
+    page.wait_for_function(
+        "() => !document.querySelector('#engine input[data-path=\"/rack/mute\"]').checked",
+        timeout=5_000,
+    )
+    oscsend(server.osc.port, "/rack/gain", "f", 1.0)
 
 
 def node_interp(server, replies, name):

@@ -120,9 +120,8 @@ def test_oscquery_shows_the_racks_tree_of_nodes(replies):
         param = json.loads(urllib.request.urlopen(url, timeout=5).read())
         load = json.loads(urllib.request.urlopen(f"{server.oscquery.url}/node/b/load").read())
         methods = server.oscquery.namespace.methods()
-    assert {"a", "b", "preset", "stats", "node", "list", "ping", "midi", "mod", "record"} == set(
-        root["CONTENTS"]
-    )
+    words = {"a", "b", "preset", "stats", "node", "list", "ping", "midi", "mod", "record", "rack"}
+    assert words == set(root["CONTENTS"])
     assert sorted(root["CONTENTS"]["node"]["CONTENTS"]) == ["a", "b"]
     assert param["FULL_PATH"] == "/b/bend/g/value" and param["VALUE"] == [0.5]
     assert load["FULL_PATH"] == "/node/b/load" and load["TYPE"] == "s"

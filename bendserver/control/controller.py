@@ -157,6 +157,11 @@ class Controller:
         """The rack's nodes by name where the target is a rack (else none)."""
         return self.engine.nodes if isinstance(self.engine, Rack) else {}
 
+    @property
+    def rack(self) -> Rack | None:
+        """The rack this controller drives as a whole (None: one node's controller)."""
+        return self.engine if isinstance(self.engine, Rack) else None
+
     def node_controller(self, name: str) -> Controller:
         """A controller of one node, sharing the presets, counters and schedule (made once per
         node: a model switched in under the same name gets its own)."""

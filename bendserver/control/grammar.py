@@ -131,8 +131,9 @@ class Address:
     #: The rack's own: sent without a node's name to a rack of several (``/stats``, a whole
     #: rack's preset); every other address is a node's there.
     rack: bool = False
-    #: What of the controller it needs (``frames``: a live server's frames at a control rate):
-    #: the namespace lists it only where the controller has it.
+    #: What of the controller it needs (``frames``: a live server's frames at a control rate;
+    #: ``rack``: a rack as a whole, not one node): the namespace lists it only where the
+    #: controller has it.
     needs: str = ""
 
     @property

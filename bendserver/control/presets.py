@@ -43,9 +43,9 @@ def load(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
 def save(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Reply]:
     name, *overwrite = args
     nodes = ctl.nodes
-    if len(nodes) > 1:  # a rack's: each node's state under its name
+    if len(nodes) > 1:  # a rack's: each node's state under its name, and its output gain
         parts = {node: part.preset(node, at=at) for node, part in nodes.items()}
-        preset = Preset(check_name(name), nodes=parts)
+        preset = Preset(check_name(name), nodes=parts, gain=ctl.engine.output.pending.gain)
     else:
         preset = ctl.engine.preset(check_name(name), at=at)
     preset.midi = ctl.midi.mappings()

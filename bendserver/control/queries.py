@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..attributes import shown
 from ..bending.ops import OPS
+from ..engine.output import SETTINGS
 from ..engine.rack import Rack
 from ..errors import BendingError
 from ..modulation import KINDS
@@ -55,6 +56,8 @@ def get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Repl
     parts = address.strip("/").split("/")
     if len(parts) == 3 and parts[0] == "mod":
         return [(f"/get{address}", [rack_modulators(ctl).get(parts[1], parts[2])])]
+    if len(parts) == 2 and parts[0] == "rack" and parts[1] in SETTINGS and ctl.rack is not None:
+        return [(f"/get{address}", [float(getattr(ctl.rack.output.applied, parts[1]))])]
     _one_node(ctl, "get", address)
     state = ctl.engine.applied_state
     parts = address.strip("/").split("/")

@@ -3,7 +3,7 @@
 :data:`ADDRESSES` is the address space, in the order ``/list addresses`` and docs/osc.md give it
 (scripts/osc_doc.py writes that file from it); :data:`TABLE` routes by it. The handlers are
 grouped by what they drive: :mod:`.bends`, :mod:`.presets`, :mod:`.queries`, :mod:`.midi`,
-:mod:`.live`, :mod:`.mods`, :mod:`.takes`.
+:mod:`.live`, :mod:`.mods`, :mod:`.takes`, :mod:`.output`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BendingError
 from ..limits import MAX_RAMP_MS
-from . import bends, live, midi, mods, presets, queries, takes
+from . import bends, live, midi, mods, output, presets, queries, takes
 from .grammar import Address, Arg, Match, Schema, Table
 
 if TYPE_CHECKING:
@@ -125,6 +125,36 @@ _MOD_ADDRESSES = (
     ),
 )
 
+
+def _rack_output(name: str, arg: Arg, effect: str) -> Address:
+    """The address of the rack's own output setting ``name`` (``rack``: sent without a node's
+    name; a one-model server has it too)."""
+    handler = output.setting(name)
+    return Address(
+        f"/rack/{name}", Schema((arg,)), effect, handler, coalesce=True, rack=True, needs="rack"
+    )
+
+
+#: The rack's own output, after what its nodes sum and around the fuse.
+_RACK_ADDRESSES = (
+    _rack_output(
+        "gain",
+        Arg("value", low=0.0, high=16.0),
+        "the rack's output gain, 0..16, moved across one block (before the fuse)",
+    ),
+    _rack_output(
+        "mute",
+        Arg("on", "flag"),
+        "silence the rack's output (1) or play it (0), faded across one block",
+    ),
+    _rack_output(
+        "bypass",
+        Arg("on", "flag"),
+        "play the rack's input instead of its output (1; silence where they differ in shape), "
+        "crossfaded across one block; the nodes play on",
+    ),
+)
+
 #: The options of a MIDI mapping: its range (default: the parameter's), curve, inversion, ramp.
 _MIDI_OPTIONS = (
     Arg("low"),
@@ -219,6 +249,7 @@ ADDRESSES: tuple[Address, ...] = (
         coalesce=True,
     ),
     Address("/engine/reset", Schema(), "clear the streaming state", bends.reset),
+    *_RACK_ADDRESSES,
     Address(
         "/attr/<name>",
         Schema((Arg("value", "value"),), repeated=(Arg("value", "value"),)),

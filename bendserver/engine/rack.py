@@ -6,8 +6,8 @@ edge scaled by its gain and delayed so that every branch arrives as late as the 
 nodes' measured latencies): parallel branches stay aligned to the sample. What an edge carries
 (channels, audio or latent frames) is checked when the rack is made. Each node keeps its own
 bending state and changes (:class:`~bendserver.engine.node.Node`); the rack owns what the nodes
-share: the block loop and its time, the fuse, the meter's tap, the stats and failures, and the
-latency (the longest path's sum).
+share: the block loop and its time, its output stage (gain, mute, bypass: :mod:`.output`) and
+the fuse, the meter's tap, the stats and failures, and the latency (the longest path's sum).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..loader import MethodSpec
 from .building import checked_streams
 from .fuse import OutputFuse
 from .node import Node
+from .output import RackOutput
 from .rack_control import RackControl
 from .rack_runner import RackRunner
 from .stats import EngineStats
@@ -79,6 +80,8 @@ class Rack(RackTarget, RackControl, RackRunner):
             if fuse and self.spec.out_ratio == 1
             else None
         )
+        #: The rack's own gain, mute and bypass, before the fuse (see :mod:`.output`).
+        self.output = RackOutput(self.out_frames)
         self.time = 0
         self._budget = self.block / self.sample_rate
         #: Nodes that played and were replaced by :meth:`swap`, for the control side to free.

@@ -1,4 +1,5 @@
-"""A rack's control side: node swaps, changes held to apply together, rack presets, reports."""
+"""A rack's control side: node swaps, changes held to apply together, rack presets, the rack's
+output settings, reports."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 from ..errors import BendingError
 from ..presets.library import Preset
 from .node import Node
+from .output import check_setting
 from .switch import NodeSwap
 from .wiring import Edge, node_plays
 
@@ -72,21 +74,22 @@ class RackControl:
 
     @contextlib.contextmanager
     def holding_changes(self) -> Iterator[None]:
-        """Every node's due changes wait while the block runs (control side): changes submitted
-        to several nodes inside apply at the same block boundary."""
-        nodes = list(self.nodes.values())
-        for node in nodes:
-            node.held = True
+        """Every node's due changes (and the output's) wait while the block runs (control side):
+        changes submitted to several nodes inside apply at the same block boundary."""
+        held = [*self.nodes.values(), self.output]
+        for part in held:
+            part.held = True
         try:
             yield
         finally:
-            for node in nodes:
-                node.held = False
+            for part in held:
+                part.held = False
 
     def load_parts(self, preset: Preset, at: int | None = None) -> None:
-        """Give each node a rack's ``preset`` names its part (``/preset/save`` of a rack): every
-        part checked before any loads (a part that does not fit changes no node), all applied
-        at one block boundary; the nodes it does not name keep what they play."""
+        """Give each node a rack's ``preset`` names its part (``/preset/save`` of a rack), and
+        the rack its output gain: every part checked before any loads (a part that does not
+        fit changes no node), all applied at one block boundary; the nodes it does not name
+        keep what they play."""
         unknown = sorted(set(preset.nodes) - set(self.nodes))
         if unknown:
             raise BendingError(
@@ -95,9 +98,11 @@ class RackControl:
             )
         for name, part in preset.nodes.items():
             self.nodes[name].check_preset(part)
+        gain = check_setting("gain", preset.gain)
         with self.holding_changes():
             for name, part in preset.nodes.items():
                 self.nodes[name].load_preset(part, at=at)
+            self.set_output("gain", gain, at)
 
     def take_retired(self) -> list[Node]:
         """The nodes replaced so far (control side: dropping them frees them)."""
@@ -106,10 +111,16 @@ class RackControl:
             taken.append(self.retired.popleft())
         return taken
 
+    def set_output(self, name: str, value: float | bool, at: int | None = None) -> None:
+        """Set the rack's output ``gain`` (0..16), ``mute`` or ``bypass`` (its input out)
+        from the next block on, or the block at sample ``at`` (see :mod:`.output`)."""
+        self.output.set(name, value, self.time, at)
+
     def collect(self) -> None:
-        """Free what applied changes replaced, on every node (control side)."""
+        """Free what applied changes replaced, on every node and the output (control side)."""
         for node in self.nodes.values():
             node.collect()
+        self.output.collect()
 
     def failures(self) -> list[str]:
         """Failures the audio side met since the last call (each kind once), to report."""

@@ -1,4 +1,5 @@
-"""A rack's audio side: one block through its nodes, a node swap's crossfade, the fuse.
+"""A rack's audio side: one block through its nodes, a node swap's crossfade, the rack's output
+stage (gain, mute, bypass) and the fuse.
 
 The audio thread calls :meth:`RackRunner.process` once a block; offline commands call the rack
 on a whole file (``stream``, ``__call__``), which plays it block after block the same way.
@@ -21,8 +22,9 @@ from .wiring import IN, OUT, fed_by_in
 class RackRunner:
     """The audio side of a rack, under the contract of
     :class:`~bendserver.engine.runner.NodeRunner`: it applies the nodes' due changes together,
-    runs each node in order, sums and delays what edges carry, crossfades a node swap and
-    limits the output; what a swap retires goes to the control side to be freed."""
+    runs each node in order, sums and delays what edges carry, crossfades a node swap, applies
+    the rack's output settings and limits the output; what a swap retires goes to the control
+    side to be freed."""
 
     def process(self, block: np.ndarray) -> np.ndarray:
         """Apply due changes, run one block through every node, fuse. A block of another shape
@@ -35,6 +37,7 @@ class RackRunner:
             self._fading.node.time = self.nodes[self._fading.name].time
             self.swapped_at = self.time
         fading = self._fading
+        self.output.apply_due(self.time)
         modulation = self.modulation
         if modulation is not None:
             modulation.begin(self.time, dry)
@@ -54,9 +57,11 @@ class RackRunner:
         for name, frames in self.frame_taps.items():
             if name in outputs:
                 frames.record(outputs[name])
-        out = self._gathered(OUT, outputs)
+        first = self.time == 0
+        out = self.output.process(dry, self._gathered(OUT, outputs), first)
         if self.fuse is not None:
             out = self.fuse.process(out)
+        out = self.output.muted(out, first)
         if self.tap is not None:
             self.tap.record(dry, out)
         if fading is not None and fading.done:

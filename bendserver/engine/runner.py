@@ -15,6 +15,7 @@ import torch
 
 from ..errors import BendingError
 from .bends import Payload
+from .output import mix_and_gain, ramped
 
 
 class NodeRunner:
@@ -78,17 +79,10 @@ class NodeRunner:
         (from the stream's first block on: a preset's play at once, at any block size)."""
         if self.time == 0:
             self._applied_mix, self._applied_gain = self.mix, self.gain
-        mix = self._smoothed(self._applied_mix, self.mix)
-        gain = self._smoothed(self._applied_gain, self.gain)
+        mix = ramped(self._applied_mix, self.mix, self.out_frames)
+        gain = ramped(self._applied_gain, self.gain, self.out_frames)
         self._applied_mix, self._applied_gain = self.mix, self.gain
-        if dry.shape == wet.shape and not (np.isscalar(mix) and mix == 1.0):
-            wet = dry + (wet - dry) * mix
-        return wet * gain if not (np.isscalar(gain) and gain == 1.0) else wet
-
-    def _smoothed(self, old: float, new: float) -> float | np.ndarray:
-        if old == new:
-            return new
-        return np.linspace(old, new, self.out_frames, endpoint=True, dtype=np.float32)
+        return mix_and_gain(dry, wet, mix, gain)
 
     def apply_due(self) -> None:
         """Apply the changes due at this block and advance the ramps (audio side: the first

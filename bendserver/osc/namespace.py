@@ -45,12 +45,15 @@ class Namespace:
         return {name: Namespace(self.controller.node_controller(name)) for name in order}
 
     def states(self) -> tuple[Any, ...]:
-        """The pending and applied states of every node, and the modulators': the tree changes
-        when one does."""
+        """The pending and applied states of every node, the rack's output's and the
+        modulators': the tree changes when one does."""
         nodes = getattr(self.controller.engine, "nodes", {})
         modulation = getattr(self.controller.engine, "modulation", None)
         mods = () if modulation is None else (modulation.state,)
-        return (*(s for node in nodes.values() for s in (node.state, node.applied_state)), *mods)
+        rack = self.controller.rack
+        output = () if rack is None else (rack.output.pending, rack.output.applied)
+        states = (s for node in nodes.values() for s in (node.state, node.applied_state))
+        return (*states, *output, *mods)
 
     def methods(self) -> dict[str, Address]:
         """Every address a client can send now, with the table entry that handles it (a rack

@@ -45,7 +45,8 @@ class Preset:
     #: An nn~ file's attributes it sets, each with its values (a sound file's path for a
     #: tensor or buffer), in the order they were set.
     attributes: dict[str, list[Any]] = field(default_factory=dict)
-    #: A rack's preset: each node's own under its name (then the fields above are unused).
+    #: A rack's preset: each node's own under its name (then the fields above are unused but
+    #: ``gain``, the rack's output gain).
     nodes: dict[str, Preset] = field(default_factory=dict)
     #: The rack's modulators (bendserver.modulation checks them when they load; None: the
     #: preset leaves those playing).
@@ -56,7 +57,8 @@ class Preset:
         if self.modulators is not None:
             midi["modulators"] = list(self.modulators)
         if self.nodes:
-            return {"nodes": {n: p.to_dict() for n, p in self.nodes.items()}, **midi}
+            nodes = {n: p.to_dict() for n, p in self.nodes.items()}
+            return {"nodes": nodes, "rack": {"gain": self.gain}, **midi}
         return {
             **self.config,
             "disabled": list(self.disabled),
@@ -142,6 +144,7 @@ PRESET_KEYS = (
     "targets",
     "midi",
     "nodes",
+    "rack",
     "attributes",
     "modulators",
 )
@@ -161,11 +164,14 @@ def _preset(name: str, data: Any) -> Preset:
     expect(data, "object", "the file")
     only(data, PRESET_KEYS, "")
     if "nodes" in data:  # a rack's: each node's preset under its name
-        only(data, ("nodes", "midi", "modulators"), "")
+        only(data, ("nodes", "rack", "midi", "modulators"), "")
         nodes = expect(data["nodes"], "object", "nodes")
+        rack = optional(data, "rack", "object", "", {})
+        only(rack, ("gain",), "rack")
         return Preset(
             name=name,
             nodes={node: _preset(node, part) for node, part in nodes.items()},
+            gain=optional(rack, "gain", "number", "rack.", 1.0),
             midi=mappings_from_list(data.get("midi", []), "midi"),
             modulators=_modulators(data),
         )

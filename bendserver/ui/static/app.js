@@ -140,12 +140,10 @@ async function rebuild() {
   document.getElementById("model").textContent = (tree.DESCRIPTION || "").replace(/^bendserver: /, "");
   const contents = tree.CONTENTS || {};
   const nodes = Object.entries(contents).filter(([, node]) => child(node, "engine"));
-  document.getElementById("engine").hidden = !contents.engine;
+  document.getElementById("engine").hidden = !contents.engine && !contents.rack;
+  buildOutput(nodes.length ? undefined : contents.engine, contents.rack);
   if (nodes.length) buildRack(nodes);
-  else {
-    buildOutput(contents.engine);
-    buildOps(contents.bend);
-  }
+  else buildOps(contents.bend);
   buildAddOp(nodes.length ? nodes : [["", tree]]);
   buildMorph(contents.version, contents.interp);
   buildPresets(contents.preset);
@@ -268,7 +266,9 @@ function fill(container, rows) {
   container.replaceChildren(...rows.filter(Boolean));
 }
 
-function buildOutput(engine) {
+// The Output card: one model's gain, mix, bypass and reset, then the rack's own output (its
+// gain, mute and bypass: a rack of several has only these; one model's are named "rack ...").
+function buildOutput(engine, rack) {
   const rows = ["gain", "mix", "bypass"].map((name) => child(engine, name)).filter(Boolean)
     .map((node) => control(node));
   const reset = child(engine, "reset");  // a method without arguments
@@ -276,6 +276,10 @@ function buildOutput(engine) {
     const button = element("button", { textContent: "reset", title: reset.DESCRIPTION || "" });
     button.onclick = () => send(reset.FULL_PATH, []);
     rows.push(element("div", { className: "control" }, element("label"), button));
+  }
+  for (const name of ["gain", "mute", "bypass"]) {
+    const found = child(rack, name);
+    if (found) rows.push(control(found, engine && name !== "mute" ? `rack ${name}` : name));
   }
   fill(document.querySelector("#engine .controls"), rows);
 }
@@ -622,7 +626,7 @@ function markVersion(box, mix) {
 
 // -- everything else writable the namespace has (an nn~ file's attributes, sources added later) --
 
-const SHOWN = /^(\/[^/]+)?\/(engine|bend|version|interp|preset)$|^\/(mod|record)$/;
+const SHOWN = /^(\/[^/]+)?\/(engine|bend|version|interp|preset)$|^\/(mod|record|rack)$/;
 // Addresses that change what plays as a whole (load a preset by number, remove...): never a
 // plain slider or menu.
 const STRUCTURAL = /\/(remove|clear|program|load|save|add|reset|learn|map|unmap|subscribe|unsubscribe)$/;

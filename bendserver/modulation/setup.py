@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..bending.base import BendingOp
 from .kinds import INPUT, Modulator
 
 
@@ -65,6 +66,42 @@ class TensorTarget(Target):
 
     def write(self, value: float) -> None:
         self.tensor.fill_(value)
+
+
+class StepTarget(TensorTarget):
+    """An op's parameter that moves per time step (``op.stepped``): its own value stays in its
+    0-d tensor; the modulation, clipped with it to the range, goes into the op's per-step
+    buffers (``op.waves()``), each value a step of the block."""
+
+    def __init__(self, op: BendingOp, name: str, low: float, high: float) -> None:
+        super().__init__(op.value_tensor(name), low, high)
+        #: Per buffer: the buffer (flat), what is summed (float64), a scratch, the steps 0, 1...
+        self.buffers = []
+        for wave in op.waves():
+            length = wave.numel()
+            made = [torch.zeros(length, dtype=torch.float64, device=wave.device) for _ in "ab"]
+            steps = torch.arange(length, dtype=torch.float64, device=wave.device)
+            self.buffers.append((wave.view(-1), *made, steps))
+
+    def drive(self) -> None:
+        if not self.written:
+            self.base = self.read()
+        total = self.base
+        for mod, span in self.routes:
+            total += mod.level * span
+        self.played = min(self.high, max(self.low, total))  # at the block's start: shown
+        for wave, out, scratch, steps in self.buffers:
+            out.fill_(self.base)
+            for mod, span in self.routes:
+                mod.add_steps(out, scratch, steps, span)
+            wave.copy_(out.clamp_(self.low, self.high).sub_(self.base))
+        self.written = True
+
+    def restore(self) -> None:
+        if self.written:
+            for wave, *_ in self.buffers:
+                wave.zero_()
+            self.written = False
 
 
 class SettingTarget(Target):

@@ -14,6 +14,7 @@ import bendserver as tb
 from bendserver.control import Controller
 from bendserver.engine import StreamEngine
 from bendserver.errors import BendingError
+from bendserver.modulation.oscillators import convert
 from bendserver.osc.namespace import Namespace
 from bendserver.play import PlayOptions
 from bendserver.presets.library import PresetLibrary
@@ -146,3 +147,17 @@ def test_the_modulate_op_adds_the_per_step_modulation_to_its_own_w():
     activation = torch.randn(1, 8, 256)
     expected = activation * (1 + 2.0 * (0.25 + 0.5))
     torch.testing.assert_close(op.apply(activation, {"wave": wave, "scaled": wave * 0}), expected)
+
+
+def test_in_a_rack_of_several_each_nodes_lfo_is_a_modulator_of_its_own():
+    from bendserver.rackspec import NodeSpec, RackSpec
+
+    rack = RackSpec((NodeSpec("a", "drive"), NodeSpec("b", "drive"))).build(block=256)
+    assert convert(rack) == ["a_lfo", "b_lfo"]
+    ctl = Controller(rack)
+    routes = [r for m in rack.modulation.state for r in m.routes]
+    assert [r.address for r in routes] == ["/a/bend/lfo/w", "/b/bend/lfo/w"]
+    ctl.dispatch("/b/bend/lfo/freq", [1e-4])
+    assert rack.modulation.get("b_lfo", "rate") == pytest.approx(1e-4 * RATE)
+    assert rack.modulation.get("a_lfo", "rate") == pytest.approx(6.25e-5 * RATE)
+    assert ctl.dispatch("/get/b/bend/lfo/freq") == [("/b/get/bend/lfo/freq", [pytest.approx(1e-4)])]

@@ -78,24 +78,23 @@ class StepTarget(TensorTarget):
         #: Per buffer: the buffer (flat), what is summed (float64), a scratch, the steps 0, 1...
         self.buffers = []
         for wave in op.waves():
-            length = wave.numel()
-            made = [torch.zeros(length, dtype=torch.float64, device=wave.device) for _ in "ab"]
-            steps = torch.arange(length, dtype=torch.float64, device=wave.device)
-            self.buffers.append((wave.view(-1), *made, steps))
+            summed, scratch = (torch.zeros(wave.numel(), dtype=torch.float64, device=wave.device)
+                               for _ in range(2))  # fmt: skip
+            steps = torch.arange(wave.numel(), dtype=torch.float64, device=wave.device)
+            self.buffers.append((wave.view(-1), summed, scratch, steps))
 
-    def drive(self) -> None:
-        if not self.written:
-            self.base = self.read()
-        total = self.base
-        for mod, span in self.routes:
-            total += mod.level * span
-        self.played = min(self.high, max(self.low, total))  # at the block's start: shown
-        for wave, out, scratch, steps in self.buffers:
-            out.fill_(self.base)
+    def write(self, value: float) -> None:
+        """The modulation at each step (``value``, at the block's first, is what is shown),
+        clipped where the routes could take it out of the range (each value is in -1..1)."""
+        reach = sum(abs(span) for _, span in self.routes)
+        clips = not self.low <= self.base - reach <= self.base + reach <= self.high
+        for wave, summed, scratch, steps in self.buffers:
+            summed.zero_()
             for mod, span in self.routes:
-                mod.add_steps(out, scratch, steps, span)
-            wave.copy_(out.clamp_(self.low, self.high).sub_(self.base))
-        self.written = True
+                mod.add_steps(summed, scratch, steps, span)
+            if clips:
+                summed.add_(self.base).clamp_(self.low, self.high).sub_(self.base)
+            wave.copy_(summed)
 
     def restore(self) -> None:
         if self.written:

@@ -161,3 +161,22 @@ def test_in_a_rack_of_several_each_nodes_lfo_is_a_modulator_of_its_own():
     assert rack.modulation.get("b_lfo", "rate") == pytest.approx(1e-4 * RATE)
     assert rack.modulation.get("a_lfo", "rate") == pytest.approx(6.25e-5 * RATE)
     assert ctl.dispatch("/get/b/bend/lfo/freq") == [("/b/get/bend/lfo/freq", [pytest.approx(1e-4)])]
+
+
+def test_a_preset_in_the_new_form_exports_its_lfo_as_the_op(tmp_path):
+    """A file has no modulators: the Modulate its LFO drives is exported as the Oscillate."""
+    from bendserver.export.model import export_model
+
+    library = PresetLibrary(user=tmp_path)
+    ctl = Controller(old(256), library)
+    ctl.dispatch("/preset/load", ["drive"])
+    ctl.dispatch("/preset/save", ["mine"])
+    attributes = export_model("drive", tmp_path / "new.ts", preset=library.load("mine"), block=256)
+    assert attributes == ["mask_prob", "lfo_depth", "lfo_freq", "noise_std"]
+    export_model("drive", tmp_path / "old.ts", preset="drive", block=256)
+    new, before = (torch.jit.load(str(tmp_path / f"{name}.ts")) for name in ("new", "old"))
+    x = torch.from_numpy(signal(8))[None]
+    with torch.no_grad():
+        for start in range(0, x.shape[-1], 256):
+            block = x[..., start : start + 256]
+            torch.testing.assert_close(new(block), before(block), rtol=0, atol=0)

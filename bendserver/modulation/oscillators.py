@@ -13,12 +13,16 @@ the op's ``depth`` is ``Oscillate``'s. ``/bend/<op>/freq`` keeps reaching the mo
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
+from ..bending.base import BendingOp
+from ..bending.module import BendedModule
 from ..bending.ops import Modulate, Oscillate
 from ..errors import BendingError
 from .kinds import Lfo
 from .modulators import Modulators, modulators_of
+from .state import from_list
 
 log = logging.getLogger("bendserver.modulation")
 
@@ -33,13 +37,36 @@ def steps_per_second(node: Any, op_id: str, dim: int) -> float:
     activations, weights = node.bent_by(op_id)
     if weights or not activations:
         raise BendingError(f"op '{op_id}' bends weights, computed once, not per block")
-    lengths = {node.bended.activation_shape(name, node.method)[dim] for name in activations}
-    if len(lengths) > 1:
+    return steps_at(node.bended, activations, dim, node.sample_rate / node.block)
+
+
+def steps_at(bended: BendedModule, activations: Sequence[str], dim: int, blocks: float) -> float:
+    """Time steps per second along ``dim`` at ``activations`` (``fn:name`` for a method other
+    than ``forward``), traced for one block (``blocks``: blocks a second); a BendingError
+    where their lengths differ."""
+    lengths = set()
+    for activation in activations:
+        method, _, name = activation.rpartition(":")
+        lengths.add(bended.activation_shape(name, method or "forward")[dim])
+    if len(lengths) != 1:
         raise BendingError(
-            f"op '{op_id}' bends activations of {len(lengths)} lengths along dim {dim} "
+            f"{', '.join(activations)}: {len(lengths)} lengths along dim {dim} "
             f"({sorted(lengths)} a block): no one rate in Hz"
         )
-    return lengths.pop() * node.sample_rate / node.block
+    return lengths.pop() * blocks
+
+
+def as_oscillate(op_id: str, op: BendingOp, modulators: list[Any] | None, steps: float) -> Any:
+    """What a preset's ``Modulate`` driven by its LFO modulator as a converted one is (a route
+    to its ``w`` at depth 0.5 over -1..1, no phase, ``w`` 0): the ``Oscillate`` it played, at
+    ``steps`` a second; ``op`` itself otherwise. An exported file has no modulators."""
+    if not isinstance(op, Modulate) or not modulators or op.get("w") != 0.0:
+        return op
+    for mod in from_list(modulators):
+        routes = [(r.depth, r.low, r.high) for r in mod.routes if r.address == f"/bend/{op_id}/w"]
+        if mod.kind == "lfo" and routes == [ROUTE] and mod.value("phase") == 0.0:
+            return Oscillate(op.get("depth"), mod.value("rate") / steps, dim=op.dim)
+    return op
 
 
 def convert(rack: Any, at: int | None = None) -> list[str]:

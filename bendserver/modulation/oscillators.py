@@ -56,10 +56,12 @@ def steps_at(bended: BendedModule, activations: Sequence[str], dim: int, blocks:
     return lengths.pop() * blocks
 
 
-def as_oscillate(op_id: str, op: BendingOp, modulators: list[Any] | None, steps: float) -> Any:
-    """What a preset's ``Modulate`` driven by its LFO modulator as a converted one is (a route
-    to its ``w`` at depth 0.5 over -1..1, no phase, ``w`` 0): the ``Oscillate`` it played, at
-    ``steps`` a second; ``op`` itself otherwise. An exported file has no modulators."""
+def as_oscillate(
+    op_id: str, op: BendingOp, modulators: list[Any] | None, steps: float
+) -> BendingOp:
+    """The ``Oscillate`` a preset's ``Modulate`` plays where its LFO modulator drives it as a
+    converted one does (a route to its ``w`` at depth 0.5 over -1..1, no phase, ``w`` 0), at
+    ``steps`` a second; ``op`` itself otherwise. For an exported file: it has no modulators."""
     if not isinstance(op, Modulate) or not modulators or op.get("w") != 0.0:
         return op
     for mod in from_list(modulators):

@@ -19,6 +19,7 @@ from .engine.rack import Rack
 from .errors import BendingError
 from .loader import DEFAULT_MODEL, LoadedModel, add_versions, load_model
 from .midi.mappings import Mapping
+from .modulation.oscillators import starting
 from .presets.library import load_preset, preset_for
 from .rackspec import RackSpec, split_method
 
@@ -80,6 +81,7 @@ class PlayOptions:
             )  # fmt: skip
             if channels is not None:
                 rack.set_streams(streams_for(channels, rack.spec.in_channels))
+            starting(rack)
             return rack, []
         model = self.load() if model is None else model
         name = preset_for(model, self.preset)
@@ -98,6 +100,7 @@ class PlayOptions:
             streams=streams,
             cuda_graph=self.cuda_graph,
         )
+        starting(engine, preset.modulators if preset is not None else None)
         return engine, preset.midi if preset is not None else []
 
 

@@ -242,7 +242,7 @@ def test_a_saved_preset_holds_the_values_as_sent(tmp_path):
     ops = json.loads((tmp_path / "user" / "mine.json").read_text())["ops"]
     assert ops["mask"]["params"] == {"prob": 0.3} and ops["noise"]["params"] == {"std": 0.15}
     assert ops["lfo"]["params"]["freq"] == 0.00033333333
-    control.dispatch("/preset/load", ["mine"])
+    control.dispatch("/preset/load", ["mine"])  # its Oscillate plays as an LFO modulator
     control.engine.process(np.zeros((1, 256), np.float32))
-    op = control.engine.ops["lfo"]
-    assert op.value_tensor("freq") == torch.tensor(1 / 3000, dtype=torch.float32)
+    (_, (freq,)), *_ = control.dispatch("/get/bend/lfo/freq")
+    assert torch.tensor(freq, dtype=torch.float32) == torch.tensor(1 / 3000, dtype=torch.float32)

@@ -95,7 +95,9 @@ def test_the_root_is_the_address_table_over_the_live_ops(server):
     live = server.controller.dispatch("/list", ["bends"])[0][1]
     ops = {f"/bend/{op_id}/enable" for op_id in ("mask", "lfo", "noise")}
     paths = methods(root)
-    assert {p for p in paths if p.count("/") == 3} == set(live) | ops | {"/node/drive/load"}
+    mods = {p for p in paths if p.startswith("/mod/lfo/")}  # the preset's LFO, a modulator
+    assert {"/mod/lfo/rate", "/mod/lfo/route"} <= mods
+    assert {p for p in paths if p.count("/") == 3} - mods == set(live) | ops | {"/node/drive/load"}
     for path in paths:  # every node is an address the server routes, to the entry it names
         assert route(path).entry.effect in root_node(root, path)["DESCRIPTION"]
 

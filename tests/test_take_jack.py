@@ -12,7 +12,7 @@ import soundfile as sf
 from jack import free_port, jack_server, live_model, need, oscsend
 
 from bendserver.audiofile import read_sound
-from bendserver.engine import StreamEngine
+from bendserver.play import PlayOptions
 from bendserver.render.offline import ScorePlayer, read_score
 from bendserver.serve import ServeOptions, Server
 
@@ -91,7 +91,7 @@ def test_a_take_with_osc_midi_and_modulators_renders_again_sample_for_sample(
     played = without_replayed_silence(played, computed)
     text = score.read_text()
     assert text.count("/mod/hit/trigger 1.0") == 4 and text.count("/bend/lfo/freq 0.0001") == 4
-    engine = StreamEngine(model, block=BLOCK, preset=preset)
+    engine, _ = PlayOptions(model=model, preset=preset, block=BLOCK).build()  # as render does
     looped = read_sound(source)[0]
     x = np.tile(looped, (1, -(-played.shape[0] // looped.shape[1])))[:, : played.shape[0]]
     player = ScorePlayer(engine, read_score(score))  # after the server's warm-up, as live

@@ -74,6 +74,8 @@ class BendingOp(nn.Module):
     bends_weights: ClassVar[bool] = True
     #: False for ops whose output shape differs from their input (none of the built-ins).
     bends_activations: ClassVar[bool] = True
+    #: Parameters a modulator drives per time step, into the buffers of :meth:`waves`.
+    stepped: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -151,6 +153,11 @@ class BendingOp(nn.Module):
 
     def apply(self, x: torch.Tensor, state: State) -> torch.Tensor:
         raise NotImplementedError
+
+    def waves(self) -> tuple[torch.Tensor, ...]:
+        """The buffers a modulator writes a ``stepped`` parameter's modulation into, one value
+        per time step of a block (an op whose parameters are all scalars has none)."""
+        return ()
 
     def affine(self, state: State) -> tuple[Any, Any] | None:
         """This op as ``x * scale + offset`` (tensors broadcasting to the target, or numbers),

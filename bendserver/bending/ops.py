@@ -371,6 +371,43 @@ class Oscillate(BendingOp):
         return torch.addcmul(x, x, wave)
 
 
+class Modulate(BendingOp):
+    """``x * (1 + depth * w)``, ``w`` moving along ``dim`` (time): its own value plus what the
+    modulators routed to ``/bend/<op>/w`` write there, an LFO step by step, the other kinds
+    one value a block (docs/modulation.md). The op a live engine plays for an ``Oscillate``
+    of a preset, driven by an LFO modulator. Activations only."""
+
+    depth = Param(0.5, 0.0, 10.0, "modulation depth")
+    w = Param(0.0, -1.0, 1.0, "the modulation: plus what modulators routed here write per step")
+    bends_weights = False
+    stepped = ("w",)
+
+    def __init__(self, depth: float = 0.5, w: float = 0.0, dim: int = -1) -> None:
+        super().__init__(depth=depth, w=w)
+        self.dim = int(dim)
+        #: One buffer of ``w``'s modulation per shape along ``dim`` (shared by the activations
+        #: of that length: they run at the same rate), by (shape, dtype, device).
+        self._waves: dict[tuple[Any, ...], torch.Tensor] = {}
+
+    def options(self) -> dict[str, Any]:
+        return {"dim": self.dim}
+
+    def waves(self) -> tuple[torch.Tensor, ...]:
+        return tuple(self._waves.values())
+
+    def init_state(self, target, shape, dtype, device) -> State:
+        fshape = field_shape(shape, self.dim)
+        key = (tuple(fshape), dtype, str(device))
+        if key not in self._waves:  # made on the control side, before a graph reads it
+            self._waves = {**self._waves, key: torch.zeros(fshape, dtype=dtype, device=device)}
+        return {"wave": self._waves[key], "scaled": torch.zeros(fshape, dtype=dtype, device=device)}
+
+    def apply(self, x, state):
+        scaled = state["scaled"]
+        torch.add(state["wave"], self._w, out=scaled)
+        return torch.addcmul(x, x, scaled.mul_(self._depth))
+
+
 class Lambda(BendingOp):
     """Any function of the tensor: ``Lambda(lambda x: x.flip(-1))``. Cannot be saved."""
 
@@ -408,6 +445,7 @@ OPS: dict[str, type[BendingOp]] = {
         Clamp,
         Invert,
         Oscillate,
+        Modulate,
     )
 }
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..bending.ops import OPS
 from ..errors import BendingError
+from ..modulation.oscillators import set_freq
 from .grammar import Handler, Match
 
 if TYPE_CHECKING:
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 def set_param(ctl: Controller, m: Match, args: list[Any], at: int | None) -> None:
     value, *ramp = args
+    if m.path["param"] == "freq" and set_freq(ctl.engine, m.path["id"], value, at):
+        return  # an Oscillate played as an LFO modulator (deprecated)
     ctl.engine.set_param(m.path["id"], m.path["param"], value, ramp[0] if ramp else 0.0, at=at)
 
 

@@ -17,6 +17,7 @@ from ..engine.rack import Rack
 from ..engine.target import ControlTarget
 from ..errors import BendingError
 from ..midi.mappings import MidiMap
+from ..modulation.oscillators import convert
 from ..paths import user_dir
 from ..presets.library import PresetLibrary
 from ..roots import ROOT_WORDS
@@ -122,12 +123,18 @@ class Controller:
         return replies
 
     def _rerouted(self, entry: Address, at: int | None) -> None:
-        """After a change of what plays (ops, a preset, a model), the modulators' routes
-        built again over the ops to come (``/mod/...`` builds its own)."""
+        """After a change of what plays (ops, a preset, a model): the ``Oscillate`` ops it
+        brought played as LFO modulators, the modulators' routes built again over the ops to
+        come (``/mod/...`` builds its own)."""
+        if entry.coalesce or entry.query:
+            return
+        if entry.pattern.startswith(("/mod/", "/midi/", "/preset/save", "/record/")):
+            return
+        if isinstance(self.engine, Rack):
+            convert(self.engine, at)
         modulation = getattr(self.engine, "modulation", None)
-        if modulation is not None and not (entry.coalesce or entry.query):
-            if not entry.pattern.startswith(("/mod/", "/midi/", "/preset/save", "/record/")):
-                modulation.refresh(at)
+        if modulation is not None:
+            modulation.refresh(at)
 
     def _target(self, address: str) -> tuple[Controller, str]:
         """The controller an address is for (a rack node's, or this one) and the address it

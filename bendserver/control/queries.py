@@ -13,6 +13,7 @@ from ..engine.output import SETTINGS
 from ..engine.rack import Rack
 from ..errors import BendingError
 from ..modulation import KINDS
+from ..modulation.oscillators import get_freq
 from ..presets.fit import fitting
 from ..roots import ROOT_WORDS
 from .grammar import Match, Reply
@@ -67,6 +68,9 @@ def get(ctl: Controller, m: Match, args: list[Any], at: int | None) -> list[Repl
             value: Any = float(op.enabled)
         else:
             params = dict(op.params)
+            freq = get_freq(ctl.engine, parts[1]) if parts[2] == "freq" else None
+            if freq is not None:  # an Oscillate played as an LFO modulator (deprecated)
+                params["freq"] = freq
             if parts[2] not in params:
                 raise BendingError(
                     f"op '{parts[1]}' has no parameter '{parts[2]}'; parameters: {sorted(params)}"

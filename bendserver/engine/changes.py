@@ -79,6 +79,16 @@ class NodeControl:
             created.append(added)
             self._submit(lambda state: state.adding(added), at, f"add {op_id}")
 
+    def replace_op(self, op_id: str, op: BendingOp, at: int | None = None) -> None:
+        """Play ``op`` in place of op ``op_id``, on its keys, in its place in the order and
+        switched on or off as it is (the graph rebuilt here, swapped in at a block boundary)."""
+        with self._control, self._creating() as created:
+            old = self.state.op(op_id)
+            op.enabled = old.enabled
+            new = self._bends.create(op_id, op, old.keys)
+            created.append(new)
+            self._submit(lambda state: state.with_op(new), at, f"replace {op_id}")
+
     @contextlib.contextmanager
     def _creating(self) -> Iterator[list[OpState]]:
         """Ops created for a change are forgotten again if the change is refused."""

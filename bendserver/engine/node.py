@@ -204,6 +204,12 @@ class Node(NodeControl, NodeRunner, NodeBuilder):
         read as blocks run), not only weights."""
         return bool(self._bends.live[self.state.op(op_id).uid].activations)
 
+    def bent_by(self, op_id: str) -> tuple[tuple[str, ...], bool]:
+        """The activations op ``op_id`` of the pending state bends, and whether it bends
+        weights too (directly or folded into a layer)."""
+        live = self._bends.live[self.state.op(op_id).uid]
+        return live.activations, bool(live.weights or live.folds)
+
     @property
     def folded_ops(self) -> list[str]:
         """The ops of the pending state that play folded into the weights of the layers

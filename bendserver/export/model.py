@@ -28,9 +28,11 @@ from ..bending.base import BendingOp, BoundOp
 from ..bending.config import BendingConfig
 from ..bending.fold import bend_tensor, folds_last
 from ..bending.module import BendedModule
+from ..bending.ops import Modulate
 from ..errors import BendingError
 from ..files import writing
 from ..loader import LoadedModel, load_model
+from ..modulation.oscillators import as_oscillate, steps_at
 from ..presets.fit import check_fit
 from ..presets.library import Preset, load_preset, preset_for
 from ..tracing import restoring_buffers
@@ -62,7 +64,7 @@ def export_model(
     for slot in bended.weight_bank.slots.values():  # the tensors the file runs with
         slot.requires_grad_(False)
     graphs = _trace_methods(loaded, block)
-    ops = _bend(loaded, preset)
+    ops = _bend(loaded, preset, block)
     methods, bound = _traced_methods(loaded, block) if graphs else (loaded.module, [])
     weights = _WeightRefresh(bended)
     with warnings.catch_warnings():  # tracing a fixed loop over the weights: as intended
@@ -100,8 +102,12 @@ def _trace_methods(loaded: LoadedModel, block: int) -> bool:
     return True
 
 
-def _bend(loaded: LoadedModel, preset: str | Path | Preset | None) -> dict[str, BendingOp]:
-    """Apply the preset's ops (the enabled ones) and weights; returns the ops by id."""
+def _bend(
+    loaded: LoadedModel, preset: str | Path | Preset | None, block: int
+) -> dict[str, BendingOp]:
+    """Apply the preset's ops (the enabled ones) and weights; returns the ops by id. A
+    ``Modulate`` its LFO modulator drives is the ``Oscillate`` it plays (a file has no
+    modulators)."""
     if preset is None or isinstance(preset, str):
         preset = preset_for(loaded, preset)
     if preset is None:
@@ -119,6 +125,10 @@ def _bend(loaded: LoadedModel, preset: str | Path | Preset | None) -> dict[str, 
         if op_id in preset.disabled:
             continue
         keys = [k for o, ks in config.entries if o is op for k in ks]
+        if isinstance(op, Modulate) and preset.modulators:
+            activations = bended.targets(op, *keys).activations
+            steps = steps_at(bended, activations, op.dim, loaded.sample_rate / block)
+            op = as_oscillate(op_id, op, preset.modulators, steps)
         bended.bend(op, *keys)
         ops[op_id] = op
     return ops

@@ -32,14 +32,17 @@ def parameters(
 ) -> list[tuple]:
     """The addresses the client sends: each parameter of the preset's ops, in its range (capped
     to musical values), and the output gain."""
-    from ..bending.ops import OPS
+    from ..bending.ops import OPS, Modulate, Oscillate
 
     loaded = load_model(model, search=search, latency=latency)
     chosen = preset_for(loaded, preset)
     ranges = [("/engine/gain", 0.5, 1.0)]
     if chosen is not None:
         for op_id, spec in load_preset(chosen).config.get("ops", {}).items():
-            for name, param in OPS[spec["op"]].params.items():
+            op = OPS[spec["op"]]
+            if op is Oscillate and spec.get("options", {}).get("over", "time") == "time":
+                op = Modulate  # live, an LFO modulator drives it (docs/modulation.md)
+            for name, param in op.params.items():
                 low, high = max(param.low, 0.0), min(param.high, 1.0)
                 ranges.append((f"/bend/{op_id}/{name}", low, max(low, high * 0.5)))
     return ranges
@@ -66,6 +69,7 @@ def modulate(osc: Osc, routes: int = 8) -> int:
     Returns the routes made."""
     kinds = {"lfo": ("rate", 2.0), "drift": ("rate", 1.0), "steps": ("bpm", 120.0),
              "follower": ("gain", 2.0)}  # fmt: skip
+    (before,) = osc.ask("/mod/list")  # the preset's own (its LFO op's, for one)
     for kind, (name, value) in kinds.items():
         osc.send("/mod/add", f"stress_{kind}", kind, name, value)
     usable = []
@@ -81,6 +85,6 @@ def modulate(osc: Osc, routes: int = 8) -> int:
     for index in range(routes - len(usable)):
         address = usable[index % len(usable)]
         osc.send(f"/mod/{others[index % len(others)]}/route", address, 0.01)
-    if osc.ask("/mod/list") != [len(kinds)]:
+    if osc.ask("/mod/list") != [before + len(kinds)]:
         raise BendingError("the server did not take the stress's modulators")
     return routes

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import torch
 
 from ..errors import BendingError
 
@@ -52,6 +53,14 @@ class Modulator:
     def value(self, time: int, block: int, rate: int) -> float:
         """The value for the block that starts at sample ``time`` (audio side)."""
         raise NotImplementedError
+
+    def add_steps(
+        self, out: torch.Tensor, scratch: torch.Tensor, steps: torch.Tensor, span: float
+    ) -> None:
+        """Add ``span`` x its value at each of the block's ``len(steps)`` time steps to ``out``
+        (float64; ``scratch`` as long; ``steps``: 0, 1, ...; audio side, no allocation): the
+        value of the block at each, unless the kind moves within a block (an LFO)."""
+        out.add_(self.level * span)
 
     def listen(self, signal: np.ndarray, time: int, block: int, rate: int) -> None:
         """Hear one block of the source, whose next block starts at ``time`` (audio side)."""
@@ -91,11 +100,23 @@ class Lfo(Modulator):
     def __init__(self, values: dict[str, float], source: str = INPUT) -> None:
         super().__init__(values, source)
         self.turns = 0.0
+        self.start = 0.0  #: the block's first turn (its phase included)
+        self.per_block = 0.0  #: turns a block
 
     def value(self, time: int, block: int, rate: int) -> float:
-        self.level = math.sin(2 * math.pi * (self.turns + self.values["phase"]))
-        self.turns = (self.turns + self.values["rate"] * block / rate) % 1.0
+        self.start = self.turns + self.values["phase"]
+        self.per_block = self.values["rate"] * block / rate
+        self.level = math.sin(2 * math.pi * self.start)
+        self.turns = (self.turns + self.per_block) % 1.0
         return self.level
+
+    def add_steps(
+        self, out: torch.Tensor, scratch: torch.Tensor, steps: torch.Tensor, span: float
+    ) -> None:
+        """The sine at each step: sample-accurate where a step is a sample."""
+        turn = 2 * math.pi * self.per_block / steps.numel()
+        torch.mul(steps, turn, out=scratch).add_(2 * math.pi * self.start).sin_()
+        out.add_(scratch, alpha=span)
 
     def carry(self, old: Modulator) -> None:
         super().carry(old)

@@ -22,7 +22,7 @@ from ..engine.commands import CommandQueue
 from ..errors import BendingError
 from ..limits import MAX_MODULATORS
 from .kinds import INPUT, KINDS, Modulator, kind_of
-from .setup import SettingTarget, Setup, Target, TensorTarget
+from .setup import SettingTarget, Setup, StepTarget, Target, TensorTarget
 from .state import ModState, Route, checked_steps, from_list, new_mod, to_list
 
 #: The engine settings a route may drive, with their ranges.
@@ -40,6 +40,8 @@ class Modulators:
         self.state: tuple[ModState, ...] = ()  #: the pending state
         self._lock = threading.RLock()
         self._setup = Setup({}, {})  #: what plays (audio side)
+        #: (modulator, op) pairs whose deprecated address was logged (:mod:`.oscillators`).
+        self.deprecated: set[tuple[str, str]] = set()
 
     # -- the audio side ------------------------------------------------------------------------
 
@@ -292,7 +294,10 @@ class Modulators:
     def _target(self, node: Any, where: tuple[str, ...], low: float, high: float) -> Target:
         if where[0] == "engine":
             return SettingTarget(node, where[1], low, high)
-        return TensorTarget(node.op(where[1]).value_tensor(where[2]), low, high)
+        op = node.op(where[1])
+        if where[2] in op.stepped:
+            return StepTarget(op, where[2], low, high)
+        return TensorTarget(op.value_tensor(where[2]), low, high)
 
     def _resolve(self, address: str) -> tuple[Any, tuple[str, ...], float, float]:
         """The node and parameter an address names, with the parameter's range; refused

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..bending.base import BendingOp
 from .kinds import INPUT, Modulator
 
 
@@ -65,6 +66,41 @@ class TensorTarget(Target):
 
     def write(self, value: float) -> None:
         self.tensor.fill_(value)
+
+
+class StepTarget(TensorTarget):
+    """An op's parameter that moves per time step (``op.stepped``): its own value stays in its
+    0-d tensor; the modulation, clipped with it to the range, goes into the op's per-step
+    buffers (``op.waves()``), each value a step of the block."""
+
+    def __init__(self, op: BendingOp, name: str, low: float, high: float) -> None:
+        super().__init__(op.value_tensor(name), low, high)
+        #: Per buffer: the buffer (flat), what is summed (float64), a scratch, the steps 0, 1...
+        self.buffers = []
+        for wave in op.waves():
+            summed, scratch = (torch.zeros(wave.numel(), dtype=torch.float64, device=wave.device)
+                               for _ in range(2))  # fmt: skip
+            steps = torch.arange(wave.numel(), dtype=torch.float64, device=wave.device)
+            self.buffers.append((wave.view(-1), summed, scratch, steps))
+
+    def write(self, value: float) -> None:
+        """The modulation at each step (``value``, at the block's first, is what is shown),
+        clipped where the routes could take it out of the range (each value is in -1..1)."""
+        reach = sum(abs(span) for _, span in self.routes)
+        clips = not self.low <= self.base - reach <= self.base + reach <= self.high
+        for wave, summed, scratch, steps in self.buffers:
+            summed.zero_()
+            for mod, span in self.routes:
+                mod.add_steps(summed, scratch, steps, span)
+            if clips:
+                summed.add_(self.base).clamp_(self.low, self.high).sub_(self.base)
+            wave.copy_(summed)
+
+    def restore(self) -> None:
+        if self.written:
+            for wave, *_ in self.buffers:
+                wave.zero_()
+            self.written = False
 
 
 class SettingTarget(Target):

@@ -5,9 +5,11 @@ The steps, each on the control worker's thread (queries are answered between the
 is loaded and called once in a forked child first (:mod:`bendserver.probe`, unless
 ``--trust-model``), so a model that crashes, fails, or gives the wrong shape or NaN never enters
 the server; then it is loaded here, traced and optimised into a node for the block, rate and
-channels of the node it replaces, which must match; it plays the last blocks that node was given
-(its caches filled, its first block not slow), and must give finite values without errors; then
-the rack crossfades to it at a block boundary, and the old node, once replaced, is freed here.
+channels of the node it replaces, which must match; its preset's ``Oscillate`` ops become
+``Modulate`` ops; it plays the last blocks that node was given (its caches filled, its first
+block not slow), and must give finite values without errors; then the rack crossfades to it at
+a block boundary, the rack's modulators driving it from that block on (the LFO modulators of
+those ops made, the replaced node's gone), and the old node, once replaced, is freed here.
 Any refusal leaves the old model playing and says why.
 """
 
@@ -33,6 +35,7 @@ from .errors import BendingError
 from .limits import LOAD_INTERVAL
 from .loader import TORCHSCRIPT_SUFFIXES, check_code, model_location
 from .midi.mappings import Mapping
+from .modulation.oscillators import joining
 from .probe import probe_model
 from .rackspec import NodeSpec, RackSpec, split_method
 from .slices import breathe
@@ -154,10 +157,11 @@ class ModelSwitcher:
                 f"{old.sample_rate} Hz: serve it at its own rate (a server of its own)"
             )
         breathe()
+        brings = joining(rack, old, new)  # its Oscillate ops played by LFO modulators
         warming = time.perf_counter()
         self._warm_up(new, name, source)
         warm_s = time.perf_counter() - warming
-        rack.swap(name, new, self.fade_ms, rename)
+        rack.swap(name, new, self.fade_ms, rename, brings)
         self.switches += 1
         swapped = self._wait_for_fade()
         self._free()

@@ -71,7 +71,7 @@ _MOD_ADDRESSES = (
             (Arg("low"), Arg("high")),
         ),  # fmt: skip
         "drive a parameter (/bend/<op>/<param> on activations, /engine/gain, /engine/mix; a "
-        "rack's node's name first): its own value + depth x the modulator x (high - low), "
+        "rack's node's name first; /rack/gain): its own value + depth x the modulator x (high - low), "
         "within low..high (default: the parameter's range)",
         mods.route,
         rack=True,

@@ -4,7 +4,7 @@ output settings, reports."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import BendingError
 from ..presets.library import Preset
@@ -14,16 +14,29 @@ from .switch import NodeSwap
 from .wiring import Edge, node_plays
 
 
+#: Given the nodes a rack plays after a swap, what else starts with it (see :meth:`RackControl.swap`).
+Brings = Callable[[dict[str, Node]], "Callable[[int], None] | None"]
+
+
 class RackControl:
     """What the control side asks of a rack as a whole (a node's own changes go to the node):
     swap a node live, hold the nodes' changes to apply them at one block, load a rack preset's
     parts, free what was retired, report failures and figures."""
 
-    def swap(self, name: str, node: Node, fade_ms: float = 50.0, rename: str | None = None) -> None:
+    def swap(
+        self,
+        name: str,
+        node: Node,
+        fade_ms: float = 50.0,
+        rename: str | None = None,
+        brings: Brings | None = None,
+    ) -> None:
         """Play ``node`` in place of node ``name`` from the next block on, crossfaded over
         ``fade_ms`` (control side; see :mod:`.switch`). It must take and give what ``name``
         does (channels, rate, block); another latency realigns the branches once the fade
-        is over. ``rename``: its name from then on (a one-node rack's follows its model)."""
+        is over. ``rename``: its name from then on (a one-node rack's follows its model).
+        ``brings``, called once the swap is checked with the nodes the rack plays after it:
+        what else starts at the crossfade's first block (None: nothing)."""
         self.check_idle()
         old = self.nodes.get(name)
         if old is None:
@@ -55,9 +68,17 @@ class RackControl:
             for edge in inputs
             if edge.delay is not None and (kept := before.get((target, edge.source))) is not None
         ]
+        starts = brings(layout.nodes) if brings is not None else None
         node.stats = self.stats
         node.on_reset = self._reset_fuse
-        self._incoming = NodeSwap(name, node, layout, fade_ms, carries)
+        self._incoming = NodeSwap(name, node, layout, fade_ms, carries, starts)
+
+    @property
+    def nodes_to_come(self) -> dict[str, Node]:
+        """The nodes the rack plays once the swap handed over (if any) is done: what a
+        change prepared now resolves its addresses over."""
+        swap = self._incoming or self._fading
+        return swap.layout.nodes if swap is not None else self.nodes
 
     @property
     def busy(self) -> bool:

@@ -36,11 +36,16 @@ class RackRunner:
             self._fading, self._incoming = self._incoming, None
             self._fading.node.time = self.nodes[self._fading.name].time
             self.swapped_at = self.time
+            if self._fading.starts is not None:
+                self._fading.starts(self.time)
         fading = self._fading
-        self.output.apply_due(self.time)
         modulation = self.modulation
-        if modulation is not None:
+        if modulation is not None:  # the output's gain driven as a node's (see apply_due)
             modulation.begin(self.time, dry)
+            modulation.restore(self.output)
+        self.output.apply_due(self.time)
+        if modulation is not None:
+            modulation.drive(self.output)
         outputs = {IN: dry}
         for name in self.order:
             x = self._gathered(name, outputs)

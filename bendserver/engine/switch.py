@@ -12,7 +12,7 @@ to free it. The audio side only calls the nodes, multiplies by the curves and wr
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +75,9 @@ class NodeSwap:
     """Node ``name`` of a rack replaced by ``node`` over ``frames`` frames of the node's output
     (equal-power curves for audio, two models' outputs being unrelated; linear for latents),
     then the rack plays ``layout``, each of its delay lines in ``carries`` taking the history
-    of the playing line paired with it."""
+    of the playing line paired with it; ``starts``: what else plays from the crossfade's first
+    block (the rack's modulators driving the new node), called there by the rack with its
+    time."""
 
     def __init__(
         self,
@@ -84,8 +86,9 @@ class NodeSwap:
         layout: Layout,
         fade_ms: float,
         carries: Sequence[tuple[Delay, Delay]] = (),
+        starts: Callable[[int], None] | None = None,
     ) -> None:
-        self.name, self.node, self.layout = name, node, layout
+        self.name, self.node, self.layout, self.starts = name, node, layout, starts
         #: (a delay line of the layout, the playing line whose history it takes at the end)
         self.carries = list(carries)
         frames = round(checked_fade(fade_ms) * node.sample_rate / 1000) // node.spec.out_ratio

@@ -27,6 +27,8 @@ from .state import ModState, Route, checked_steps, from_list, new_mod, to_list
 
 #: The engine settings a route may drive, with their ranges.
 SETTINGS = {"gain": (0.0, 16.0), "mix": (0.0, 1.0)}
+#: The rack's own output gain, driven as a node's gain is (moved across the block).
+RACK_GAIN = "/rack/gain"
 
 Applied = Callable[["Modulators", int], None]
 
@@ -90,9 +92,27 @@ class Modulators:
     def _change(self, state: tuple[ModState, ...], at: int | None) -> None:
         """Play ``state`` from ``at`` on: a setup built here, swapped in there (a node
         swapped into the rack since is told where its modulators are)."""
-        for node in self.rack.nodes.values():
+        nodes = self.rack.nodes_to_come
+        for node in nodes.values():
             node.modulated = self
-        self._submit(state, at, self._swap(self.build(state)))
+        self._submit(state, at, self._swap(self.build(state, nodes)))
+
+    def swapping(
+        self, state: tuple[ModState, ...], nodes: dict[str, Any], fresh: set[str]
+    ) -> Callable[[int], None]:
+        """Play ``state`` from the first block of a node swap whose rack then plays ``nodes``
+        (handed over with the swap, applied by the rack there: not a block before or after);
+        the modulators ``fresh`` names start again rather than carry on from those of their
+        id."""
+        with self._lock:
+            for node in nodes.values():
+                node.modulated = self
+            setup = self.build(state, nodes)
+            setup.fresh = frozenset(fresh)
+            self.commands.drain_released()
+            self.state = state
+            apply = self._swap(setup)
+            return lambda time: apply(self, time)
 
     def mod(self, mod_id: str) -> ModState:
         for mod in self.state:
@@ -181,8 +201,8 @@ class Modulators:
         at: int | None = None,
     ) -> None:
         """Drive the parameter at ``address`` (``/bend/<op>/<param>``, ``/engine/gain`` or
-        ``/engine/mix``, a rack's node's name first) with ``depth`` over ``low``..``high``
-        (the parameter's whole range by default)."""
+        ``/engine/mix``, a rack's node's name first, or ``/rack/gain``) with ``depth`` over
+        ``low``..``high`` (the parameter's whole range by default)."""
         with self._lock:
             mod = self.mod(mod_id)
             if not math.isfinite(depth):
@@ -262,9 +282,10 @@ class Modulators:
 
     # -- building what plays -------------------------------------------------------------------
 
-    def build(self, state: tuple[ModState, ...]) -> Setup:
-        """The setup that plays ``state``: fresh modulators, routes over the nodes' pending
-        ops (a route whose parameter is gone drives nothing)."""
+    def build(self, state: tuple[ModState, ...], nodes: dict[str, Any] | None = None) -> Setup:
+        """The setup that plays ``state``: fresh modulators, routes over the pending ops of
+        ``nodes`` (None: those the rack plays once a swap under way is done; a route whose
+        parameter is gone drives nothing)."""
         mods: dict[str, Modulator] = {}
         for mod in state:
             cls = KINDS[mod.kind]
@@ -277,7 +298,7 @@ class Modulators:
         for mod in state:
             for route in mod.routes:
                 try:
-                    node, where, low, high = self._resolve(route.address)
+                    node, where, low, high = self._resolve(route.address, nodes)
                 except BendingError:
                     continue
                 per_node = targets.setdefault(node, {})
@@ -292,19 +313,25 @@ class Modulators:
         return Setup(mods, {node: list(t.values()) for node, t in targets.items()}, addresses)
 
     def _target(self, node: Any, where: tuple[str, ...], low: float, high: float) -> Target:
-        if where[0] == "engine":
+        if where[0] in ("engine", "rack"):  # a node's output, or the rack's
             return SettingTarget(node, where[1], low, high)
         op = node.op(where[1])
         if where[2] in op.stepped:
             return StepTarget(op, where[2], low, high)
         return TensorTarget(op.value_tensor(where[2]), low, high)
 
-    def _resolve(self, address: str) -> tuple[Any, tuple[str, ...], float, float]:
-        """The node and parameter an address names, with the parameter's range; refused
-        where a modulator cannot drive it (a weight's op: weights are computed on the
-        control side; an op folded into weights; no such op, node or parameter)."""
+    def _resolve(
+        self, address: str, nodes: dict[str, Any] | None = None
+    ) -> tuple[Any, tuple[str, ...], float, float]:
+        """The node (the rack's output for ``/rack/gain``) and parameter an address names
+        among ``nodes`` (None: those the rack plays once a swap under way is done), with the
+        parameter's range; refused where a modulator cannot drive it (a weight's op: weights
+        are computed on the control side; an op folded into weights; no such op, node or
+        parameter)."""
+        if address == RACK_GAIN:
+            return (self.rack.output, ("rack", "gain"), *SETTINGS["gain"])
         parts = address.strip("/").split("/") if address.startswith("/") else []
-        nodes = self.rack.nodes
+        nodes = self.rack.nodes_to_come if nodes is None else nodes
         if parts and parts[0] in nodes and len(parts) > 2:
             name, parts = parts[0], parts[1:]
         elif len(nodes) == 1:
@@ -320,7 +347,7 @@ class Modulators:
         if len(parts) != 3 or parts[0] != "bend":
             raise BendingError(
                 f"a modulator drives /bend/<op>/<param>, /engine/gain or /engine/mix "
-                f"(a rack's node's name first), not {address}"
+                f"(a rack's node's name first) or {RACK_GAIN}, not {address}"
             )
         op_id, param_name = parts[1], parts[2]
         op = node.op(op_id)
@@ -342,7 +369,8 @@ class Modulators:
 def exercised(rack: Any, routes: int = 8) -> list[str]:
     """Four modulators (an LFO, a drift, a step sequence, a follower) driving ``routes``
     routes round the parameters a modulator can drive (each node's ops on activations, output
-    gain and mix): what ``bench`` and ``stress`` measure. Returns the routes' addresses."""
+    gain and mix, the rack's gain): what ``bench`` and ``stress`` measure. Returns the routes'
+    addresses."""
     mods = modulators_of(rack)
     several = len(rack.nodes) > 1
     addresses = []
@@ -352,6 +380,7 @@ def exercised(rack: Any, routes: int = 8) -> list[str]:
             if node.bends_activations(op_id) and op_id not in node.folded_ops:
                 addresses += [f"{prefix}/bend/{op_id}/{p}" for p, _ in node.state.op(op_id).params]
         addresses += [f"{prefix}/engine/gain", f"{prefix}/engine/mix"]
+    addresses.append(RACK_GAIN)
     kinds = {"lfo": {"rate": 2.0}, "drift": {"rate": 1.0, "seed": 1.0}, "steps": {},
              "follower": {}}  # fmt: skip
     for kind, values in kinds.items():

@@ -13,7 +13,7 @@ the op's ``depth`` is ``Oscillate``'s. ``/bend/<op>/freq`` keeps reaching the mo
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..bending.base import BendingOp
@@ -22,7 +22,7 @@ from ..bending.ops import Modulate, Oscillate
 from ..errors import BendingError
 from .kinds import Lfo
 from .modulators import Modulators, modulators_of
-from .state import from_list
+from .state import ModState, Route, from_list, new_mod
 
 log = logging.getLogger("bendserver.modulation")
 
@@ -94,10 +94,54 @@ def starting(rack: Any, modulators: list[Any] | None = None) -> None:
     convert(rack)
 
 
-def _converted(rack: Any, name: str, node: Any, op_id: str, op: Oscillate, at: int | None) -> str:
-    """The modulator playing ``op`` (made here), or "" where it stays an op."""
-    own = node.state.op(op_id)  # the float32 values the op played: the same sine
-    freq, depth = own.param("freq"), own.param("depth")
+def joining(rack: Any, old: Any, node: Any) -> Callable[[dict[str, Any]], Any] | None:
+    """A node about to replace ``old`` in ``rack`` (``/model/load``, ``/<node>/load``): its
+    ``Oscillate`` ops made ``Modulate`` ops now (its warm-up plays them), and what the rack's
+    modulators become from the swap's first block (``Rack.swap``'s ``brings``), over the
+    nodes the rack then plays: ``old``'s LFO modulators gone, one made for each op of
+    ``node``, starting there. None where the rack has no modulators and gets none."""
+    rates = {
+        op_id: (rate, node.state.op(op_id).param("freq"))
+        for op_id, op in node.ops.items()
+        if isinstance(op, Oscillate) and op.over == "time" and (rate := _rate(node, op_id, op))
+    }
+    if not rates and rack.modulation is None:
+        return None
+    for op_id in rates:
+        op = node.op(op_id)
+        node.replace_op(op_id, Modulate(depth=node.state.op(op_id).param("depth"), dim=op.dim))
+
+    def brings(nodes: dict[str, Any]) -> Callable[[int], None]:
+        mods = modulators_of(rack)
+        name = next(key for key, value in nodes.items() if value is node)
+        prefix = f"/{name}" if len(nodes) > 1 else ""
+        gone = {driving(mods.state, f"{prefix}/bend/{op_id}/w") for op_id in _modulated(old)}
+        state = tuple(mod for mod in mods.state if mod.mod_id not in gone)
+        made = set()
+        for op_id, (rate, freq) in rates.items():
+            mod_id = _free(state, f"{name}_{op_id}" if prefix else op_id)
+            state += (_lfo(mod_id, rate, f"{prefix}/bend/{op_id}/w"),)
+            made.add(mod_id)
+            _logged(op_id, freq, mod_id, rate, prefix)
+        return mods.swapping(state, nodes, made)
+
+    return brings
+
+
+def _modulated(node: Any) -> list[str]:
+    """The ids of ``node``'s ``Modulate`` ops (those an LFO may play as an ``Oscillate``)."""
+    return [op_id for op_id, op in node.ops.items() if isinstance(op, Modulate)]
+
+
+def _lfo(mod_id: str, rate: float, address: str) -> ModState:
+    """The LFO modulator playing an ``Oscillate`` at ``rate`` Hz, routed to ``address``."""
+    return new_mod(mod_id, "lfo", {"rate": rate}).routed(Route(address, *ROUTE))
+
+
+def _rate(node: Any, op_id: str, op: Oscillate) -> float:
+    """The rate in Hz of the LFO modulator playing ``op`` (op ``op_id`` of ``node``), or 0
+    where it stays an op (logged, saying why)."""
+    freq = node.state.op(op_id).param("freq")  # the float32 value the op played
     high = Lfo.knobs["rate"].high
     try:
         rate = freq * steps_per_second(node, op_id, op.dim)
@@ -105,36 +149,49 @@ def _converted(rack: Any, name: str, node: Any, op_id: str, op: Oscillate, at: i
             raise BendingError(f"its freq {freq:g} is {rate:g} Hz, past the LFO's {high:g} Hz")
     except BendingError as why:
         log.info("op '%s' stays an Oscillate op: %s", op_id, why)
+        return 0.0
+    return rate
+
+
+def _logged(op_id: str, freq: float, mod_id: str, rate: float, prefix: str) -> None:
+    log.info(
+        "op '%s' (Oscillate, freq %g a step) plays as the LFO modulator '%s' (rate %g Hz) "
+        "driving %s/bend/%s/w of a Modulate op: /mod/%s/rate sets it in Hz",
+        op_id, freq, mod_id, rate, prefix, op_id, mod_id,
+    )  # fmt: skip
+
+
+def _converted(rack: Any, name: str, node: Any, op_id: str, op: Oscillate, at: int | None) -> str:
+    """The modulator playing ``op`` (made here), or "" where it stays an op."""
+    rate = _rate(node, op_id, op)
+    if not rate:
         return ""
+    own = node.state.op(op_id)  # the float32 values the op played: the same sine
     mods = modulators_of(rack)
     prefix = f"/{name}" if name else ""
     address = f"{prefix}/bend/{op_id}/w"
-    before = driving(mods, address)  # a preset loaded again: its LFO made again
-    mod_id = before or _free(mods, f"{name}_{op_id}" if name else op_id)
-    node.replace_op(op_id, Modulate(depth=depth, dim=op.dim), at=at)
+    before = driving(mods.state, address)  # a preset loaded again: its LFO made again
+    mod_id = before or _free(mods.state, f"{name}_{op_id}" if name else op_id)
+    node.replace_op(op_id, Modulate(depth=own.param("depth"), dim=op.dim), at=at)
     if before:
         mods.remove(before, at=at)
     mods.add(mod_id, "lfo", {"rate": rate}, at=at)
     mods.route(mod_id, address, *ROUTE, at=at)
-    log.info(
-        "op '%s' (Oscillate, freq %g a step) plays as the LFO modulator '%s' (rate %g Hz) "
-        "driving %s of a Modulate op: /mod/%s/rate sets it in Hz",
-        op_id, freq, mod_id, rate, address, mod_id,
-    )  # fmt: skip
+    _logged(op_id, own.param("freq"), mod_id, rate, prefix)
     return mod_id
 
 
-def driving(mods: Modulators, address: str) -> str:
-    """The LFO modulator whose route drives ``address`` ("" where none does)."""
-    for mod in mods.state:
+def driving(state: Sequence[ModState], address: str) -> str:
+    """The LFO modulator of ``state`` whose route drives ``address`` ("" where none does)."""
+    for mod in state:
         if mod.kind == "lfo" and any(route.address == address for route in mod.routes):
             return mod.mod_id
     return ""
 
 
-def _free(mods: Modulators, wanted: str) -> str:
-    """``wanted``, or ``wanted_2``, ``wanted_3``...: the first no modulator has."""
-    taken = {mod.mod_id for mod in mods.state}
+def _free(state: Sequence[ModState], wanted: str) -> str:
+    """``wanted``, or ``wanted_2``, ``wanted_3``...: the first no modulator of ``state`` has."""
+    taken = {mod.mod_id for mod in state}
     mod_id, number = wanted, 1
     while mod_id in taken:
         number += 1
@@ -153,7 +210,7 @@ def _lfo_of(engine: Any, op_id: str) -> tuple[Modulators, str, float] | None:
         return None
     name = next(key for key, value in mods.rack.nodes.items() if value is node)
     prefix = f"/{name}" if len(mods.rack.nodes) > 1 else ""
-    mod_id = driving(mods, f"{prefix}/bend/{op_id}/w")
+    mod_id = driving(mods.state, f"{prefix}/bend/{op_id}/w")
     if not mod_id:
         return None
     return mods, mod_id, steps_per_second(node, op_id, node.op(op_id).dim)

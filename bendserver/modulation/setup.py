@@ -104,7 +104,8 @@ class StepTarget(TensorTarget):
 
 
 class SettingTarget(Target):
-    """A node's output ``gain`` or ``mix`` (moved linearly across the block by the node)."""
+    """A node's output ``gain`` or ``mix``, or the rack output's ``gain`` (each moved
+    linearly across the block by what plays it)."""
 
     def __init__(self, node: Any, name: str, low: float, high: float) -> None:
         super().__init__(low, high)
@@ -130,6 +131,8 @@ class Setup:
         self.targets = targets
         #: Each route's address and the target it drives (what the page shows moving).
         self.addresses = addresses or {}
+        #: The modulators that start again rather than carry on from those of their id.
+        self.fresh: frozenset[str] = frozenset()
         self.listeners: dict[str, list[Modulator]] = {}
         for mod in mods.values():
             if mod.listens:
@@ -140,7 +143,7 @@ class Setup:
         parameters ``old`` drove back to their own values (audio side, at a block boundary)."""
         for mod_id, mod in self.mods.items():
             before = old.mods.get(mod_id)
-            if before is not None and before.kind == mod.kind:
+            if before is not None and before.kind == mod.kind and mod_id not in self.fresh:
                 mod.carry(before)
         for targets in old.targets.values():
             for target in targets:

@@ -426,7 +426,8 @@ function buildModulators(mod, tree) {
 
 const MOD_WORDS = new Set(["route", "unroute", "source", "steps", "trigger"]);
 
-// The parameters a modulator can drive: every op's parameter and each output gain and mix.
+// The parameters a modulator can drive: every op's parameter, each output gain and mix, the
+// rack's gain.
 function routableAddresses(tree) {
   const found = [];
   const walk = (node) => {
@@ -434,7 +435,7 @@ function routableAddresses(tree) {
     if (/^\/(mod|record|midi)\b/.test(path)) return;
     if (node.CONTENTS) Object.values(node.CONTENTS).forEach(walk);
     else if (/\/bend\/[^/]+\/[^/]+$/.test(path) && !/\/(enable|add|remove|clear)$/.test(path)) found.push(path);
-    else if (/\/engine\/(gain|mix)$/.test(path)) found.push(path);
+    else if (/\/engine\/(gain|mix)$|^\/rack\/gain$/.test(path)) found.push(path);
   };
   walk(tree);
   return found;

@@ -180,3 +180,31 @@ def test_a_preset_in_the_new_form_exports_its_lfo_as_the_op(tmp_path):
         for start in range(0, x.shape[-1], 256):
             block = x[..., start : start + 256]
             torch.testing.assert_close(new(block), before(block), rtol=0, atol=0)
+
+
+def test_a_model_loaded_live_plays_its_presets_lfo_as_a_modulator_from_its_first_block(
+    monkeypatch,
+):
+    """/model/load drive drive into a rack playing drive (its LFO 'lfo' a quarter turn on):
+    the new node's Oscillate is a Modulate op driven by a new 'lfo' as soon as the load is
+    answered, the old one gone; from the swap's first block the rack plays what the op plays
+    from its first (the first 900 samples aside: the new node's convolutions warmed up on the
+    silence before, a fresh one's on none)."""
+    from bendserver import switching
+
+    monkeypatch.setattr(switching, "FADE_GRACE", 0.0)  # the test plays the blocks itself
+    rack, _ = PlayOptions(model="drive", preset="drive", block=256, fuse=False).build()
+    for _ in range(16):  # the old LFO at 3 Hz a quarter turn on after 16 blocks of 256
+        rack.process(np.zeros((1, 256), np.float32))
+    assert rack.modulation.levels["lfo"] > 0.9
+    ctl = Controller(rack, switcher=switching.ModelSwitcher(rack, trust=True, fade_ms=0.0))
+    assert ctl.dispatch("/model/load", ["drive", "drive"])[0][0] == "/model/loaded"
+    assert ctl.dispatch("/list", ["modulators"]) == [("/list/modulators", ["lfo"])]
+    assert ("/mod/route", ["lfo", "/bend/lfo/w", 0.5, -1.0, 1.0]) in ctl.dispatch("/mod/list")
+    assert rack.busy and rack.modulation.get("lfo", "rate") == pytest.approx(6.25e-5 * RATE)
+    x = signal(16)[:, : 32 * 256]
+    out = played(rack, x)
+    assert rack.swaps == 1 and rack.node.op("lfo").name == "Modulate"
+    assert [m.mod_id for m in rack.modulation.state] == ["lfo"]
+    op = StreamEngine("drive", block=256, preset="drive", fuse=False)
+    np.testing.assert_array_equal(out[:, 1024:], played(op, x)[:, 1024:])

@@ -1,7 +1,7 @@
 """The control page playing a rack (the shipped racks/wavae_drive.toml on the null backend), in
 Chromium driven by playwright: a card per node labelled by op and parameter, nothing that changes
 what plays as a whole on a plain slider, a modulator added and routed moving a slider's played
-mark, an op added and removed, an /error shown, the output card following and setting the
+mark (the rack's gain among what it routes to), an op added and removed, an /error shown, the output card following and setting the
 rack's gain and mute (metered by the levels card), an XY pad per node with versions driving that
 node's /interp, each node's preset menu offering what fits it; and on one model, the XY puck
 following an /interp sent with oscsend and a preset menu without the presets that do not fit.
@@ -54,6 +54,8 @@ def test_a_modulator_added_and_routed_moves_a_slider(page, server):
     card = page.locator('#mods .mod[data-mod="wobble"]')
     card.wait_for(timeout=5_000)
     card.locator('.control:has(input[data-path="/mod/wobble/rate"]) input').fill("4")
+    offered = card.locator("select.route-to option").all_inner_texts()
+    assert {"/rack/gain", "/drive/engine/gain", "/drive/engine/mix"} <= set(offered)
     card.locator("select.route-to").select_option("/drive/bend/lfo/depth")
     card.locator("input.route-depth").fill("0.1")
     card.locator("button", has_text="route").click()

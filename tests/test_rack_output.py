@@ -169,3 +169,65 @@ def test_midi_maps_the_racks_gain_and_mute():
     for address, args in (*moved, *pressed):
         ctl.dispatch(address, args)
     assert ctl.rack.output.pending == type(ctl.rack.output.pending)(gain=2.0, mute=True)
+
+
+def lfo_to(address: str) -> list:
+    return [("/mod/add", ["m", "lfo", "rate", 7.0]), ("/mod/m/route", [address, 0.2, 0.0, 4.0])]
+
+
+def test_a_modulator_drives_the_rack_gain_as_it_drives_a_nodes_gain():
+    """An LFO routed to /rack/gain plays what the same LFO routed to the last node's
+    /engine/gain plays (one ramp across each block, the same code), under a /rack/gain
+    message; the played gain moves, its own value stays the message's."""
+    x = signal(40)
+    by_rack, levels = play_live(
+        rack(BLOCK), x, {0: lfo_to("/rack/gain"), 20: [("/rack/gain", [0.5])]}
+    )
+    by_node, _ = play_live(
+        rack(BLOCK), x, {0: lfo_to("/b/engine/gain"), 20: [("/b/engine/gain", [0.5])]}
+    )
+    np.testing.assert_array_equal(by_rack, by_node)
+    unmodulated, _ = play_live(rack(BLOCK), x, {20: [("/rack/gain", [0.5])]})
+    assert np.abs(by_rack - unmodulated).max() > 0.05 and max(lv["m"] for lv in levels) > 0.9
+    last = rack(BLOCK)
+    ctl = Controller(last)
+    for address, args in lfo_to("/rack/gain"):
+        ctl.dispatch(address, args)
+    for b in range(3):
+        last.process(x[:, b * BLOCK : (b + 1) * BLOCK])
+    level = last.modulation.levels["m"]
+    assert last.output.gain == pytest.approx(1.0 + 0.2 * level * 4.0) and level > 0.1
+    assert ctl.dispatch("/get/rack/gain") == [("/get/rack/gain", [1.0])]
+    assert last.modulation.shown()["driven"]["/rack/gain"] == pytest.approx(last.output.gain)
+
+
+def test_a_modulator_on_the_rack_gain_renders_offline_as_it_played_live(tmp_path):
+    x = signal(120)
+    messages = {3: lfo_to("/rack/gain"), 40: [("/rack/gain", [0.5])], 70: [("/mod/m/rate", [2.0])]}
+    path = tmp_path / "take.txt"
+    live, _ = play_live(drive_rack(), x, messages, path)
+    text = path.read_text()
+    assert "/mod/m/route /rack/gain" in text
+    np.testing.assert_array_equal(render_score(drive_rack(), x, text), live)
+    unmodulated, _ = play_live(drive_rack(), x, {40: messages[40]})
+    assert np.abs(live - unmodulated).max() > 1e-2, "the modulation is heard"
+
+
+def test_a_route_to_the_rack_gain_is_saved_in_a_preset_and_loads_with_it(tmp_path):
+    library = PresetLibrary(user=tmp_path)
+    ctl = Controller(drive_rack(), library)
+    for address, args in lfo_to("/rack/gain"):
+        ctl.dispatch(address, args)
+    ctl.dispatch("/preset/save", ["swell"])
+    saved = json.loads((tmp_path / "swell.json").read_text())
+    (route,) = saved["modulators"][0]["routes"]
+    assert route == {"address": "/rack/gain", "depth": 0.2, "low": 0.0, "high": 4.0}
+    x = signal(30)
+    again = Controller(drive_rack(), library)
+    again.dispatch("/preset/load", ["swell"])
+    np.testing.assert_array_equal(again.engine(x, 48000), ctl.engine(x, 48000))
+
+
+def drive_rack() -> Rack:
+    """Two drives in a chain, with their preset (their LFOs played as ops: not converted)."""
+    return Rack({name: Node("drive", block=BLOCK, preset="drive") for name in ("a", "b")})

@@ -56,8 +56,10 @@ class RackOutput:
     def __init__(self, frames: int) -> None:
         self.frames = frames
         self.commands = CommandQueue()
-        #: What plays (written by the audio side when a command applies).
+        #: What plays (written by the audio side when a command applies; ``gain`` also by
+        #: the modulators routed to ``/rack/gain``, riding on ``own_gain``, the value set).
         self.gain, self.mute, self.bypass = 1.0, False, False
+        self.own_gain = 1.0
         self._played = (1.0, 1.0)  # the mix and gain the last block ended at
         self._level = 1.0  # the level (0: muted) the last block ended at
         #: Changes due wait while set (a rack's preset applies with its nodes' parts).
@@ -96,8 +98,9 @@ class RackOutput:
 
     @property
     def applied(self) -> OutputState:
-        """What plays now (``/get`` reads it): the same object while nothing changes."""
-        now = OutputState(self.gain, self.mute, self.bypass)
+        """What plays now, its gain as set (``/get`` reads it): the same object while nothing
+        changes."""
+        now = OutputState(self.own_gain, self.mute, self.bypass)
         if now != self._applied:
             self._applied = now
         return self._applied
@@ -117,6 +120,8 @@ class RackOutput:
             if not command.cancelled:
                 name, value = command.payload
                 setattr(self, name, value)
+                if name == "gain":
+                    self.own_gain = value
                 self.commands.applied += 1
             self.commands.finish(command)
 

@@ -1,10 +1,11 @@
 """The control page playing a rack (the shipped racks/wavae_drive.toml on the null backend), in
 Chromium driven by playwright: a card per node labelled by op and parameter, nothing that changes
 what plays as a whole on a plain slider, a modulator added and routed moving a slider's played
-mark (the rack's gain among what it routes to), an op added and removed, an /error shown, the output card following and setting the
-rack's gain and mute (metered by the levels card), an XY pad per node with versions driving that
-node's /interp, each node's preset menu offering what fits it; and on one model, the XY puck
-following an /interp sent with oscsend and a preset menu without the presets that do not fit.
+mark (the rack's gain among what it routes to), an op added and removed, an /error shown, the
+output card following and setting the rack's gain and mute (metered by the levels card), an XY
+pad per node with versions driving that node's /interp, each node's preset menu offering what
+fits it; and on one model, the XY puck following an /interp sent with oscsend and a preset menu
+without the presets that do not fit.
 ``BENDSERVER_SCREENSHOT=1`` writes the screenshots in docs/images."""
 
 import os

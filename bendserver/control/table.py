@@ -70,9 +70,9 @@ _MOD_ADDRESSES = (
             (Arg("address", "text"), Arg("depth", low=-100.0, high=100.0)),
             (Arg("low"), Arg("high")),
         ),  # fmt: skip
-        "drive a parameter (/bend/<op>/<param> on activations, /engine/gain, /engine/mix; a "
-        "rack's node's name first; /rack/gain): its own value + depth x the modulator x (high - low), "
-        "within low..high (default: the parameter's range)",
+        "drive a parameter (/bend/<op>/<param> on activations, /engine/gain, /engine/mix, a "
+        "rack's node's name first; /rack/gain): its own value + depth x the modulator x "
+        "(high - low), within low..high (default: the parameter's range)",
         mods.route,
         rack=True,
     ),

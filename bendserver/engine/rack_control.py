@@ -13,8 +13,7 @@ from .output import check_setting
 from .switch import NodeSwap
 from .wiring import Edge, node_plays
 
-
-#: Given the nodes a rack plays after a swap, what else starts with it (see :meth:`RackControl.swap`).
+#: Given the nodes a rack plays after a swap, what else starts with it (:meth:`RackControl.swap`).
 Brings = Callable[[dict[str, Node]], "Callable[[int], None] | None"]
 
 

@@ -13,19 +13,19 @@ the call runs the passes' forward rather than recompile (``fail_on_recompile``).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 import torch.fx
 
-from ..bending.base import BoundOp, forward_state
+from ..bending.base import BoundOp
 from .convolution import conv1d_forms
 from .grouped import grouped_convolutions
+from .state import put_back
 
 #: Calls of each forward timed, in turn, to choose one; a compiled one must be this much faster.
 TIMED_CALLS = 64
@@ -70,7 +70,7 @@ def compile_forward(
         return passes.forward, "built while playing: the passes (compiled only before the start)"
     compiled = torch.compile(gm, fullgraph=True, dynamic=False)
     try:
-        with _put_back(gm, state):
+        with put_back(gm, state):
             compiled_ms, passes_ms = _timed(compiled, passes.forward, example)
     except Exception as error:  # what dynamo or inductor cannot take plays the passes
         reason = (str(error).strip().splitlines() or [""])[0][:160]
@@ -95,20 +95,3 @@ def _timed(
                 forward(example)
                 spent.append(time.perf_counter() - started)
     return tuple(1e3 * float(np.median(spent)) for spent in times.values())
-
-
-@contextlib.contextmanager
-def _put_back(module: torch.nn.Module, state: list[torch.Tensor]) -> Iterator[None]:
-    """Meanwhile, calls may write ``module``'s buffers, its ops' state and ``state``, and draw
-    from its ops' generators: all put back after (nothing plays yet)."""
-    tensors, generators = forward_state(module, state)
-    saved = [t.detach().clone() for t in tensors]
-    drawn = [g.get_state() for g in generators]
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for tensor, value in zip(tensors, saved, strict=True):
-                tensor.copy_(value)
-        for generator, value in zip(generators, drawn, strict=True):
-            generator.set_state(value)

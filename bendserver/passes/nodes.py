@@ -88,6 +88,19 @@ def is_impure(node: torch.fx.Node) -> bool:
     )
 
 
+def leaves(node: torch.fx.Node) -> bool:
+    """Whether ``node``'s value may be kept past the block: read by the output, written into,
+    or read through a view that may."""
+    for user in node.users:
+        if user.op in ("output", "call_module") or (mutates(user) and user.args[0] is node):
+            return True
+        if user.op == "call_method" and user.target == "forward":  # a bending op may keep it
+            return True
+        if is_view(user) and user.args and user.args[0] is node and leaves(user):
+            return True
+    return False
+
+
 def written_roots(graph: torch.fx.Graph) -> set[str]:
     """Attribute names (``get_attr`` targets) that some node writes into, through views."""
     roots: set[str] = set()

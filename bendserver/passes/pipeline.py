@@ -14,6 +14,7 @@ from .calls import direct_calls
 from .cleanup import dead_code, drop_detach, fold_constants
 from .convolution import conv1d_forms
 from .grouped import grouped_convolutions
+from .native import native_runs
 from .public import public_calls
 from .rows import fixed_rows
 from .scripted import scripted_runs
@@ -52,6 +53,7 @@ PASSES = (
     GraphPass("fixed-rows", fixed_rows),
     GraphPass("direct-attributes", direct_attributes),
     GraphPass("public-calls", public_calls),
+    GraphPass("native-runs", native_runs),
     GraphPass("scripted-runs", scripted_runs),
 )
 
@@ -77,6 +79,7 @@ _NOT_COMPILED = (
     "grouped-convolutions",
     "fixed-views",
     "fixed-rows",
+    "native-runs",
     "scripted-runs",
 )
 COMPILE_PASSES = tuple(p for p in PASSES if p.name not in _NOT_COMPILED)

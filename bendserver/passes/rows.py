@@ -22,7 +22,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from .convolution import row_conv1d, strided_conv1d, tap_sum_conv1d
-from .nodes import add_buffer, attribute, copy_meta, is_view, mutates, written_roots
+from .nodes import add_buffer, attribute, copy_meta, leaves, written_roots
 from .views import fixed
 
 #: The most output frames a convolution is rewritten for.
@@ -49,19 +49,6 @@ def _arguments(node: torch.fx.Node) -> dict[str, object] | None:
     return {k: v[0] if isinstance(v, (list, tuple)) and len(v) == 1 else v for k, v in args.items()}
 
 
-def _leaves(node: torch.fx.Node) -> bool:
-    """Whether ``node``'s value may be kept past the block: read by the output, written into,
-    or read through a view that may."""
-    for user in node.users:
-        if user.op in ("output", "call_module") or (mutates(user) and user.args[0] is node):
-            return True
-        if user.op == "call_method" and user.target == "forward":  # a bending op may keep it
-            return True
-        if is_view(user) and user.args and user.args[0] is node and _leaves(user):
-            return True
-    return False
-
-
 def fixed_rows(gm: torch.fx.GraphModule) -> bool:
     """Convolutions (no padding, one group, at most :data:`FRAMES` frames) reading storage the
     graph owns: one copy into fixed rows and one matrix product into fixed storage."""
@@ -82,7 +69,7 @@ def fixed_rows(gm: torch.fx.GraphModule) -> bool:
             or weight.op != "get_attr"
             or not isinstance(stride, int)
             or not isinstance(dilation, int)
-            or _leaves(node)
+            or leaves(node)
         ):
             continue
         tensor = attribute(gm, weight.target)

@@ -217,7 +217,7 @@ class WeightBank:
             for op, state in folds_last(ops):
                 breathe()
                 weight = bend_tensor(op, state, weight)
-            return weight
+            return weight.contiguous()  # what plays reads a weight laid out alike after a change
 
     def prepare(self, names: Iterable[str] | None = None, **overrides) -> dict[str, torch.Tensor]:
         """New tensors for ``names`` (all weights by default), computed without touching the

@@ -19,7 +19,7 @@ import torch
 
 from .. import compat
 from ..bending.base import forward_state
-from ..passes.nodes import attribute, written_roots
+from ..passes.nodes import attribute, state_only, written_roots
 from ..tracing.flow import GUARDS
 
 log = logging.getLogger("bendserver.engine")
@@ -170,7 +170,7 @@ def check_state_guards(gm: torch.fx.GraphModule) -> int:
     values: dict[torch.fx.Node, Any] = {}
     checked = 0
     for guard in [node for node in graph.nodes if node.target in GUARDS]:
-        needed = _state_only(guard, written)
+        needed = state_only(guard, written)
         if needed is None:
             continue
         for node in graph.nodes:  # in order: each input is computed before its users
@@ -182,23 +182,6 @@ def check_state_guards(gm: torch.fx.GraphModule) -> int:
         graph.eliminate_dead_code()
         gm.recompile()
     return checked
-
-
-def _state_only(guard: torch.fx.Node, written: set[str]) -> set[torch.fx.Node] | None:
-    """The nodes ``guard`` computes from (itself included), or None where one of them is an
-    input of the graph or a tensor the graph writes."""
-    needed, pending = set(), [guard]
-    while pending:
-        node = pending.pop()
-        if node in needed:
-            continue
-        if node.op == "placeholder" or (node.op == "get_attr" and node.target in written):
-            return None
-        if node.op not in ("get_attr", "call_function", "call_method"):
-            return None
-        needed.add(node)
-        pending.extend(node.all_input_nodes)
-    return needed
 
 
 def _evaluated(gm: torch.fx.GraphModule, node: torch.fx.Node, values: dict) -> Any:

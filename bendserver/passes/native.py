@@ -44,8 +44,8 @@ from .cbuild import CompileError, library
 from .convolution import FORMS, folded_conv_transpose1d
 from .csource import Operand, literal
 from .grouped import grouped_conv1d
-from .nodes import attribute, is_view, leaves, written_roots
-from .state import put_back
+from .nodes import attribute, is_view, mutates, written_roots
+from .state import recorded
 from .views import OWNED
 
 log = logging.getLogger("bendserver.passes")
@@ -77,22 +77,6 @@ _ALIASES = ("type_as", "to", "contiguous", "detach")
 
 class _Refused(Exception):
     """A node that cannot play natively."""
-
-
-def _record(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, Any]:
-    """Every node's value in one call of ``gm`` on zeros, its state put back after."""
-    values: dict[torch.fx.Node, Any] = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, node: torch.fx.Node) -> Any:
-            values[node] = result = super().run_node(node)
-            return result
-
-    placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")
-    example = torch.zeros(tuple(placeholder.meta["shape"]))
-    with torch.inference_mode(), put_back(gm):
-        Recorder(gm).run(example)
-    return values
 
 
 def _name(node: torch.fx.Node) -> str | None:
@@ -168,6 +152,8 @@ class _Plan:
         storage = tensor.untyped_storage().data_ptr()
         if storage not in self._by_storage:
             kind = FIXED if storage in self.written or _owned(node) else WEIGHT
+            if kind == WEIGHT and not tensor.is_contiguous():  # a change swaps in a dense one
+                raise _Refused(f"{node} is a weight not stored contiguous")
             self._by_storage[storage] = self._add(node, _Entry(kind, node, tensor, tensor))
         self.roots[node] = self._by_storage[storage]
         return self.roots[node]
@@ -202,9 +188,21 @@ class _Plan:
         """``node``'s value lies in ``source``'s storage (a view, or what a write returns)."""
         if not isinstance(source, torch.fx.Node):
             raise _Refused(f"{node} views a constant")
-        self.operand(source)
+        if source not in self.roots:
+            self.entry_of(source)
         self.roots[node] = self.roots[source]
         return self.operand(node)
+
+    def parts(self, node: torch.fx.Node, source: Any) -> None:
+        """``node``'s value is a tuple of views of ``source`` (``chunk``), read by ``getitem``."""
+        value = self.values.get(node)
+        storage = self.tensor(source).untyped_storage().data_ptr()
+        if not isinstance(value, tuple) or not all(
+            isinstance(p, torch.Tensor) and p.untyped_storage().data_ptr() == storage for p in value
+        ):
+            raise _Refused(f"{node} is not made of views")
+        self.entry_of(source)
+        self.roots[node] = self.roots[source]
 
     def result(self, node: torch.fx.Node) -> Operand:
         """A buffer of the runs' own for ``node``'s new value, laid out as the call saw it."""
@@ -229,12 +227,34 @@ class _Plan:
         """The tensor object standing for native ``node``'s value after its run (the same at
         every block), or raise :class:`_Refused` where it has none."""
         entry = self.entries[self.roots[node]]
-        if entry.kind not in (FIXED, OWN) or leaves(node):
+        if entry.kind not in (FIXED, OWN) or self.kept(node):
             raise _Refused(f"{node} is read after its run from storage the run does not own")
         value = self.tensor(node)
         offset = value.storage_offset() - entry.recorded.storage_offset()
         live = entry.live
         return live.as_strided(value.shape, value.stride(), live.storage_offset() + offset)
+
+    def kept(self, node: torch.fx.Node) -> bool:
+        """Whether ``node``'s value may be kept past the block or written by torch: read by the
+        graph's output, a module or a bending op, written into, or read through a view (one
+        the call showed sharing its storage) that may be."""
+        for user in node.users:
+            if user.op in ("output", "call_module") or user.target == "forward":
+                return True
+            if user not in self.native and mutates(user) and user.args[0] is node:
+                return True
+            if self._shares(user, node) and self.kept(user):
+                return True
+        return False
+
+    def _shares(self, node: torch.fx.Node, source: torch.fx.Node) -> bool:
+        """Whether the call showed ``node``'s value in ``source``'s storage."""
+
+        def storages(value: Any) -> set[int]:
+            values = value if isinstance(value, tuple) else (value,)
+            return {v.untyped_storage().data_ptr() for v in values if isinstance(v, torch.Tensor)}
+
+        return bool(storages(self.values.get(node)) & storages(self.values.get(source)))
 
 
 def _statement(plan: _Plan, node: torch.fx.Node) -> str | None:
@@ -244,13 +264,20 @@ def _statement(plan: _Plan, node: torch.fx.Node) -> str | None:
     if name is None or node.op not in ("call_function", "call_method"):
         raise _Refused(f"{node} is not an operator call")
     args, kwargs = node.args, node.kwargs
+    source = args[0] if args else None
+    if name == "chunk":
+        plan.parts(node, source)
+        return None
+    if name == "getitem" and source in plan.native and isinstance(args[1], int):
+        plan.tensor(node)
+        plan.alias(node, source)
+        return None
     for arg in [*args, *kwargs.values()]:
         for item in arg if isinstance(arg, (list, tuple)) else [arg]:
             if isinstance(item, torch.fx.Node) and not isinstance(
                 plan.values.get(item), torch.Tensor
             ):
                 raise _Refused(f"{node} reads a value that is not a tensor")
-    source = args[0] if args else None
     if is_view(node) or name in _ALIASES or node.target is flow.latent:
         plan.tensor(node)
         plan.alias(node, source)
@@ -298,8 +325,11 @@ def _convolution_arguments(node: torch.fx.Node, name: str) -> tuple | None:
     args = [_single(a) for a in node.args]
     if node.kwargs:
         return None
-    if node.target in (torch.conv1d, F.conv1d) and len(args) == 7 and args[4] == 0:
-        x, weight, bias, stride, _, dilation, groups = args
+    if node.target in (torch.conv1d, F.conv1d) and 2 <= len(args) <= 7:
+        defaults = (None, 1, 0, 1, 1)  # bias, stride, padding, dilation, groups
+        x, weight, bias, stride, padding, dilation, groups = [*args, *defaults[len(args) - 2 :]]
+        if padding != 0:
+            return None
         return x, weight, bias, stride, dilation, groups
     if node.target is grouped_conv1d and len(args) == 6:
         return tuple(args)
@@ -334,12 +364,17 @@ def _contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _weight(plan: _Plan, weight: Any) -> Operand:
-    """A convolution's weight, stored contiguous (as a weight change makes it)."""
+def _weight(plan: _Plan, weight: Any) -> tuple[Operand, int]:
+    """A convolution's weight ``[out, in, taps]`` and the stride of its rows read flat (``in``
+    and ``taps`` as one dimension): refused where they cannot be."""
     operand = plan.operand(weight)
-    if operand.strides != _contiguous(operand.sizes):
-        raise _Refused(f"{weight} is not contiguous")
-    return operand
+    _, channels, taps = operand.sizes
+    _, s_channel, s_tap = operand.strides
+    if taps == 1:
+        return operand, s_channel
+    if channels > 1 and s_channel != taps * s_tap:
+        raise _Refused(f"{weight}'s rows are not flat")
+    return operand, s_tap
 
 
 def _added_bias(plan: _Plan, out: Operand, bias: Any) -> list[str]:
@@ -356,7 +391,7 @@ def _conv1d(plan: _Plan, node: torch.fx.Node, x, weight, bias, stride, dilation,
     group (each weight row read once), the bias added."""
     if not all(isinstance(v, int) for v in (stride, dilation, groups)):
         raise _Refused(f"{node}: a convolution's arguments")
-    X, W = plan.operand(x), _weight(plan, weight)
+    X, (W, flat) = plan.operand(x), _weight(plan, weight)
     batch, _, _ = X.sizes
     out_channels, group_channels, taps = W.sizes
     out = plan.tensor(node)
@@ -376,7 +411,8 @@ def _conv1d(plan: _Plan, node: torch.fx.Node, x, weight, bias, stride, dilation,
     for b in range(batch):
         for g in range(groups):
             a = Operand(rows.entry, (b * groups + g) * frames * width, (frames, width), (width, 1))
-            w = Operand(W.entry, W.offset + g * per_group * width, (width, per_group), (1, width))
+            at = W.offset + g * per_group * W.strides[0]
+            w = Operand(W.entry, at, (width, per_group), (flat, W.strides[0]))
             o = Operand(result.entry, b * o0 + g * per_group * o1, (frames, per_group), (o2, o1))
             steps.append(csource.matrix_product(o, a, w))
     return "\n".join(steps + _added_bias(plan, result, bias))
@@ -387,7 +423,9 @@ def _conv_transpose1d(plan: _Plan, node: torch.fx.Node, x, weight, bias, stride)
     read once), the frames' taps then added where they fall."""
     if not isinstance(stride, int):
         raise _Refused(f"{node}: a convolution's arguments")
-    X, W = plan.operand(x), _weight(plan, weight)
+    X, W = plan.operand(x), plan.operand(weight)
+    if W.strides != _contiguous(W.sizes):
+        raise _Refused(f"{weight} is not contiguous")
     batch, in_channels, frames = X.sizes
     _, out_channels, taps = W.sizes
     if frames > MOST_ROWS:
@@ -658,7 +696,7 @@ def native_runs(gm: torch.fx.GraphModule) -> bool:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1 or "shape" not in placeholders[0].meta:
         return False
-    values = _record(gm)
+    values = recorded(gm)
     breathe()
     plan, segments = _planned(gm, values)
     if not segments:

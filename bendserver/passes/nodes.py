@@ -117,6 +117,23 @@ def written_roots(graph: torch.fx.Graph) -> set[str]:
     return roots
 
 
+def state_only(guard: torch.fx.Node, written: set[str]) -> set[torch.fx.Node] | None:
+    """The nodes ``guard`` computes from (itself included), or None where one of them is an
+    input of the graph or a tensor the graph writes (``written``: :func:`written_roots`)."""
+    needed, pending = set(), [guard]
+    while pending:
+        node = pending.pop()
+        if node in needed:
+            continue
+        if node.op == "placeholder" or (node.op == "get_attr" and node.target in written):
+            return None
+        if node.op not in ("get_attr", "call_function", "call_method"):
+            return None
+        needed.add(node)
+        pending.extend(node.all_input_nodes)
+    return needed
+
+
 def attribute(module: torch.nn.Module, target: str) -> Any:
     """``module.a.b.c`` for ``target == "a.b.c"``."""
     return operator.attrgetter(target)(module)

@@ -13,7 +13,9 @@ from .attributes import direct_attributes
 from .calls import direct_calls
 from .cleanup import dead_code, drop_detach, fold_constants
 from .convolution import conv1d_forms
+from .draws import early_draws
 from .grouped import grouped_convolutions
+from .guards import early_guards
 from .native import native_runs
 from .public import public_calls
 from .rows import fixed_rows
@@ -53,6 +55,8 @@ PASSES = (
     GraphPass("fixed-rows", fixed_rows),
     GraphPass("direct-attributes", direct_attributes),
     GraphPass("public-calls", public_calls),
+    GraphPass("early-guards", early_guards),
+    GraphPass("early-draws", early_draws),
     GraphPass("native-runs", native_runs),
     GraphPass("scripted-runs", scripted_runs),
 )

@@ -385,7 +385,7 @@ def _played(
         owner = graph.create_node("get_attr", f"_scripted_{index}")  # not a module's attribute
         inputs = [results.get(node, node) for node in run.writer.inputs]
         call = graph.call_function(play, (owner, *inputs))
-        outputs = [call]
+        outputs = [call] if len(run.outputs) == 1 else []  # a run of guards returns nothing
         if len(run.outputs) > 1:
             outputs = [
                 graph.call_function(operator.getitem, (call, i)) for i in range(len(run.outputs))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import torch
+import torch.fx
 
 from ..bending.base import forward_state
 
@@ -28,3 +30,20 @@ def put_back(module: torch.nn.Module, state: Iterable[torch.Tensor] = ()) -> Ite
         for generator, value in zip(generators, drawn, strict=True):
             generator.set_state(value)
         torch.random.set_rng_state(stream)
+
+
+def recorded(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, Any]:
+    """Every node's value in one call of ``gm`` on zeros of its input's shape (what a block
+    of a fixed size always lays out alike), its state put back after."""
+    values: dict[torch.fx.Node, Any] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: torch.fx.Node) -> Any:
+            values[node] = result = super().run_node(node)
+            return result
+
+    placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    example = torch.zeros(tuple(placeholder.meta["shape"]))
+    with torch.inference_mode(), put_back(gm):
+        Recorder(gm).run(example)
+    return values

@@ -121,12 +121,12 @@ def played_dependence(path: Path, block: int) -> int | None:
     """The first output sample that an impulse's sample changes through the graph the engine
     plays (the file's ``forward`` converted and rewritten by the passes; the latency at load
     differentiates the scripted call instead). The passes that write results into buffers of
-    their own (``out=``: no forward derivative) are left out: they compute what the graph they
-    rewrite does, in place."""
+    their own (``out=``: no forward derivative) and the native runs (C) are left out: they
+    compute what the graph they rewrite does, in place."""
     model = tb.load_model(path, latency=0)
     model.bended.trace("forward", x=torch.zeros(1, 1, block))
     graph = model.bended.build("forward", [])
-    in_place = {"preallocated-cache", "fixed-rows", "scripted-runs"}
+    in_place = {"preallocated-cache", "fixed-rows", "native-runs", "scripted-runs"}
     run_passes(graph, [step for step in PASSES if step.name not in in_place])
     return measure_latency(graph, "forward", 1, block, model.sample_rate)
 

@@ -70,7 +70,7 @@ _UNARY = {
     "sqrt": "sqrtf(a0)",
 }
 #: Element-wise functions of two operands: C operators.
-_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "truediv": "/"}
 #: Ops returning their first argument itself where the layout already fits.
 _ALIASES = ("type_as", "to", "contiguous", "detach")
 
@@ -128,10 +128,12 @@ class _Plan:
         kept = len(self.entries), dict(self.roots), dict(self._by_storage)
         try:
             self.native[node] = _statement(self, node)
-        except _Refused:
+        except Exception as error:  # arguments the writer does not expect: the node stays torch
             del self.entries[kept[0] :]
             self.roots, self._by_storage = kept[1], kept[2]
-            raise
+            if isinstance(error, _Refused):
+                raise
+            raise _Refused(f"{node}: {type(error).__name__}: {error}") from None
 
     def tensor(self, node: Any) -> torch.Tensor:
         value = self.values.get(node) if isinstance(node, torch.fx.Node) else None
@@ -264,7 +266,9 @@ def _statement(plan: _Plan, node: torch.fx.Node) -> str | None:
     if name is None or node.op not in ("call_function", "call_method"):
         raise _Refused(f"{node} is not an operator call")
     args, kwargs = node.args, node.kwargs
-    source = args[0] if args else None
+    if not args:
+        raise _Refused(f"{node}: arguments by keyword")
+    source = args[0]
     if name == "chunk":
         plan.parts(node, source)
         return None
@@ -346,8 +350,12 @@ def _transposed_arguments(node: torch.fx.Node, name: str) -> tuple | None:
     args = [_single(a) for a in node.args]
     if node.kwargs:
         return None
-    if node.target is torch.conv_transpose1d and len(args) == 8:
-        x, weight, bias, stride, padding, output_padding, groups, dilation = args
+    if node.target in (torch.conv_transpose1d, F.conv_transpose1d) and 2 <= len(args) <= 8:
+        defaults = (None, 1, 0, 0, 1, 1)  # bias, stride, padding, output_padding, groups, dilation
+        x, weight, bias, stride, padding, output_padding, groups, dilation = [
+            *args,
+            *defaults[len(args) - 2 :],
+        ]
         if padding == 0 and output_padding == 0 and groups == 1 and dilation == 1:
             return x, weight, bias, stride
     if node.target is folded_conv_transpose1d and len(args) == 4:
@@ -501,7 +509,8 @@ def _summed(plan: _Plan, node: torch.fx.Node) -> str:
 def _flipped(plan: _Plan, node: torch.fx.Node) -> str:
     """``flip``: a copy read backwards along the dimensions named."""
     X = plan.operand(node.args[0])
-    dims = {d % len(X.sizes) for d in node.args[1]}
+    named = node.args[1:] if len(node.args) > 2 else node.args[1]  # x.flip(0, 1), flip(x, [0])
+    dims = {d % len(X.sizes) for d in (named if isinstance(named, (list, tuple)) else [named])}
     offset = X.offset + sum((X.sizes[d] - 1) * X.strides[d] for d in dims)
     strides = tuple(-s if d in dims else s for d, s in enumerate(X.strides))
     backwards = plan.check(Operand(X.entry, offset, X.sizes, strides))

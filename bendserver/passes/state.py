@@ -11,6 +11,7 @@ import torch
 import torch.fx
 
 from ..bending.base import forward_state
+from ..tracing import is_guard
 
 
 @contextlib.contextmanager
@@ -34,12 +35,13 @@ def put_back(module: torch.nn.Module, state: Iterable[torch.Tensor] = ()) -> Ite
 
 def recorded(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, Any]:
     """Every node's value in one call of ``gm`` on zeros of its input's shape (what a block
-    of a fixed size always lays out alike), its state put back after."""
+    of a fixed size always lays out alike), its state put back after. Its flow guards are not
+    checked: zeros may take another path than the traced one, which the graph plays anyway."""
     values: dict[torch.fx.Node, Any] = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, node: torch.fx.Node) -> Any:
-            values[node] = result = super().run_node(node)
+            values[node] = result = None if is_guard(node) else super().run_node(node)
             return result
 
     placeholder = next(n for n in gm.graph.nodes if n.op == "placeholder")

@@ -47,7 +47,7 @@ def compiler() -> tuple[str, str]:
 def flags() -> list[str]:
     """Optimised, position-independent, for the vector units torch itself uses here (AVX2 and
     FMA where torch's CPU capability says so: a cached library never meets a CPU without)."""
-    chosen = ["-O3", "-std=c11", "-shared", "-fPIC", "-fno-math-errno"]
+    chosen = ["-O2", "-std=c11", "-shared", "-fPIC", "-fno-math-errno"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         chosen += ["-mavx2", "-mfma"]
     return chosen

@@ -15,23 +15,46 @@ import math
 import struct
 from dataclasses import dataclass
 
-#: Helpers every source starts with. ``bs_dot`` keeps 32 partial sums (four vector registers
-#: the compiler fills independently, so that no multiply-add waits for the one before) and adds
-#: them in a fixed order: the same source gives the same bits on every call.
+#: Helpers every source starts with, written with the compiler's vector types (eight floats)
+#: so that they are vector code at ``-O2``. ``bs_dot`` keeps four vectors of partial sums (no
+#: multiply-add waits for the one before) and adds them in a fixed order: the same source gives
+#: the same bits on every call.
 PRELUDE = r"""#include <math.h>
 #include <stddef.h>
+#include <string.h>
+
+typedef float bs_v8 __attribute__((vector_size(32)));
+
+static inline bs_v8 bs_load(const float *p) {
+    bs_v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 
 static inline float bs_dot(const float *restrict x, const float *restrict y, long n) {
-    float acc[32] = {0};
+    bs_v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
     long k = 0;
-    for (; k + 32 <= n; k += 32)
-        for (int j = 0; j < 32; j++) acc[j] += x[k + j] * y[k + j];
-    for (; k + 8 <= n; k += 8)
-        for (int j = 0; j < 8; j++) acc[j] += x[k + j] * y[k + j];
-    for (int j = 0; j < 8; j++) acc[j] = (acc[j] + acc[j + 8]) + (acc[j + 16] + acc[j + 24]);
-    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; k + 32 <= n; k += 32) {
+        a0 += bs_load(x + k) * bs_load(y + k);
+        a1 += bs_load(x + k + 8) * bs_load(y + k + 8);
+        a2 += bs_load(x + k + 16) * bs_load(y + k + 16);
+        a3 += bs_load(x + k + 24) * bs_load(y + k + 24);
+    }
+    for (; k + 8 <= n; k += 8) a0 += bs_load(x + k) * bs_load(y + k);
+    bs_v8 s = (a0 + a1) + (a2 + a3);
+    float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
     for (; k < n; k++) sum += x[k] * y[k];
     return sum;
+}
+
+/* row[0:n] += x * w[0:n] */
+static inline void bs_axpy(float *restrict row, float x, const float *restrict w, long n) {
+    long i = 0;
+    for (; i + 8 <= n; i += 8) {
+        bs_v8 r = bs_load(row + i) + x * bs_load(w + i);
+        memcpy(row + i, &r, sizeof r);
+    }
+    for (; i < n; i++) row[i] += x * w[i];
 }
 
 /* out[m, n] = sum_k a[m, k] * b[k, n], all with element strides */
@@ -47,12 +70,8 @@ static void bs_mm(float *o, long os0, long os1, const float *a, long as0, long a
         for (long m = 0; m < M; m++)
             for (long n = 0; n < N; n++) o[m * os0 + n] = 0;
         for (long k = 0; k < K; k++)
-            for (long m = 0; m < M; m++) {
-                const float x = a[m * as0 + k * as1];
-                float *restrict row = o + m * os0;
-                const float *restrict w = b + k * bs0;
-                for (long n = 0; n < N; n++) row[n] += x * w[n];
-            }
+            for (long m = 0; m < M; m++)
+                bs_axpy(o + m * os0, a[m * as0 + k * as1], b + k * bs0, N);
         return;
     }
     for (long m = 0; m < M; m++)

@@ -23,13 +23,17 @@ from bendserver.engine import StreamEngine
 from bendserver.loader import load_model
 from bendserver.passes import pipeline
 
+#: The passes the native runs come with (guards and draws moved first, then the runs).
+NATIVE = ("early-guards", "early-draws", "native-runs")
 #: The variants: the passes but those named (the first: the passes before the small-block ones).
 VARIANTS = {
-    "passes before": ("grouped-convolutions", "fixed-views", "fixed-rows", "scripted-runs"),
-    "+ grouped convolutions": ("fixed-views", "fixed-rows", "scripted-runs"),
-    "+ fixed views": ("fixed-rows", "scripted-runs"),
-    "+ fixed rows": ("scripted-runs",),
-    "+ scripted runs (all)": (),
+    "passes before": ("grouped-convolutions", "fixed-views", "fixed-rows", "scripted-runs")
+    + NATIVE,
+    "+ grouped convolutions": ("fixed-views", "fixed-rows", "scripted-runs", *NATIVE),
+    "+ fixed views": ("fixed-rows", "scripted-runs", *NATIVE),
+    "+ fixed rows": ("scripted-runs", *NATIVE),
+    "+ scripted runs": NATIVE,
+    "+ native runs (all)": (),
 }
 
 

@@ -707,7 +707,10 @@ def native_runs(gm: torch.fx.GraphModule) -> bool:
         return False
     values = recorded(gm)
     breathe()
+    copies = _copied_outputs(gm, values)
     plan, segments = _planned(gm, values)
+    needed = [c for c in copies if c.args[0] in plan.native]  # else the output is torch's
+    _dropped([c for c in copies if c not in needed])
     if not segments:
         return False
     functions = [
@@ -718,6 +721,7 @@ def native_runs(gm: torch.fx.GraphModule) -> bool:
         compiled = library(csource.PRELUDE + "\n" + "\n".join(functions))
     except CompileError as error:
         log.warning("native runs not compiled (%s): the runs play torch", error)
+        _dropped(needed)
         return False
     breathe()
     table = (ctypes.c_void_p * len(plan.entries))()
@@ -736,6 +740,30 @@ def native_runs(gm: torch.fx.GraphModule) -> bool:
         if node.op == "get_attr" and not node.users:
             gm.graph.erase_node(node)
     return True
+
+
+def _copied_outputs(gm: torch.fx.GraphModule, values: dict) -> list[torch.fx.Node]:
+    """A copy of each tensor the graph returns, made by torch: what the engine keeps of a block
+    is a new tensor, so the run making it may write it into storage of its own."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    copies = []
+    for node in output.all_input_nodes:
+        if node.op in ("call_function", "call_method") and isinstance(
+            values.get(node), torch.Tensor
+        ):
+            with gm.graph.inserting_before(output):
+                copy = gm.graph.call_function(torch.clone, (node,))
+            output.replace_input_with(node, copy)
+            values[copy] = values[node].clone()
+            copies.append(copy)
+    return copies
+
+
+def _dropped(copies: list[torch.fx.Node]) -> None:
+    """Take copies made by :func:`_copied_outputs` out again."""
+    for copy in copies:
+        copy.replace_all_uses_with(copy.args[0])
+        copy.graph.erase_node(copy)
 
 
 def _wiring(plan: _Plan, segment: _Segment):

@@ -47,6 +47,32 @@ static inline float bs_dot(const float *restrict x, const float *restrict y, lon
     return sum;
 }
 
+static inline float bs_sum8(bs_v8 s) {
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* out[i * step] = x . w[i * stride], i < 4: x read once for four rows of w */
+static inline void bs_dot4(float *out, long step, const float *restrict x, const float *restrict w,
+                           long stride, long n) {
+    bs_v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    long k = 0;
+    for (; k + 8 <= n; k += 8) {
+        const bs_v8 v = bs_load(x + k);
+        a0 += v * bs_load(w + k);
+        a1 += v * bs_load(w + stride + k);
+        a2 += v * bs_load(w + 2 * stride + k);
+        a3 += v * bs_load(w + 3 * stride + k);
+    }
+    float s0 = bs_sum8(a0), s1 = bs_sum8(a1), s2 = bs_sum8(a2), s3 = bs_sum8(a3);
+    for (; k < n; k++) {
+        s0 += x[k] * w[k];
+        s1 += x[k] * w[stride + k];
+        s2 += x[k] * w[2 * stride + k];
+        s3 += x[k] * w[3 * stride + k];
+    }
+    out[0] = s0, out[step] = s1, out[2 * step] = s2, out[3 * step] = s3;
+}
+
 /* row[0:n] += x * w[0:n] */
 static inline void bs_axpy(float *restrict row, float x, const float *restrict w, long n) {
     long i = 0;
@@ -61,7 +87,11 @@ static inline void bs_axpy(float *restrict row, float x, const float *restrict w
 static void bs_mm(float *o, long os0, long os1, const float *a, long as0, long as1,
                   const float *b, long bs0, long bs1, long M, long K, long N) {
     if (as1 == 1 && bs0 == 1) {  /* a's rows and b's columns contiguous: a weight as stored */
-        for (long n = 0; n < N; n++)
+        long n = 0;
+        for (; n + 4 <= N; n += 4)  /* four weight rows streamed at once */
+            for (long m = 0; m < M; m++)
+                bs_dot4(o + m * os0 + n * os1, os1, a + m * as0, b + n * bs1, bs1, K);
+        for (; n < N; n++)
             for (long m = 0; m < M; m++)
                 o[m * os0 + n * os1] = bs_dot(a + m * as0, b + n * bs1, K);
         return;

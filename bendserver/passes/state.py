@@ -11,6 +11,7 @@ import torch
 import torch.fx
 
 from ..bending.base import forward_state
+from ..slices import breathe
 from ..tracing import is_guard
 
 
@@ -41,6 +42,7 @@ def recorded(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, Any]:
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, node: torch.fx.Node) -> Any:
+            breathe()  # while a server plays, its audio gets its turns between the nodes
             values[node] = result = None if is_guard(node) else super().run_node(node)
             return result
 

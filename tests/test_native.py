@@ -160,3 +160,30 @@ def test_large_blocks_stay_with_torch():
     more than 4 096 elements) nothing plays natively."""
     engine = tb.StreamEngine(_decoder(), block=1024, fuse=False)
     assert _native_calls(engine) == 0
+
+
+def test_recording_a_graphs_layouts_writes_and_draws_nothing_that_plays():
+    """A graph built while a server plays shares its caches with the graph playing: the call
+    that records its layouts plays a copy (no version of a cache moves, even for a moment), and
+    its draws take nothing from torch's generator."""
+    from bendserver.passes.state import recorded
+
+    class Drawing(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = _decoder()
+
+        def forward(self, x):
+            return self.inner(x) + 0.01 * torch.randn_like(x)
+
+    bended = tb.BendedModule(Drawing().eval())
+    bended.trace(x=torch.zeros(1, 1, 16))
+    graph = bended.build("forward", [])
+    state = [*graph.buffers()]
+    versions = [t._version for t in state]
+    stream = torch.random.get_rng_state()
+    values = recorded(graph)
+    assert [t._version for t in state] == versions
+    assert torch.equal(torch.random.get_rng_state(), stream)
+    output = next(n for n in graph.graph.nodes if n.op == "output").args[0]
+    assert values[output].shape == (1, 1, 16)

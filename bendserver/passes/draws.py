@@ -29,14 +29,14 @@ def early_draws(gm: torch.fx.GraphModule) -> bool:
     draws = [n for n in graph.nodes if n.op in ("call_function", "call_method") and is_random(n)]
     if not draws or any(not _movable(n) for n in draws):
         return False
-    values = recorded(gm)
     like = [n for n in draws if n.target in _LIKE]
-    if any(not _contiguous(values.get(n.args[0])) for n in like):
+    values = recorded(gm) if like else {}
+    if values is None or any(not _contiguous(values.get(n.args[0])) for n in like):
         return False
     last = [n for n in graph.nodes if n.op == "placeholder"][-1]
     for node in draws:
         if node.target in _LIKE:
-            value = values[node]
+            value = values[node.args[0]]  # the tensor whose shape the draw takes
             with graph.inserting_before(node):
                 shaped = graph.call_function(
                     _LIKE[node.target], (list(value.shape),), {"dtype": value.dtype}

@@ -115,8 +115,13 @@ class _Plan:
 
     def __init__(self, gm: torch.fx.GraphModule, values: dict[torch.fx.Node, Any]) -> None:
         self.gm, self.values = gm, values
-        self.written = {  # storage written in place: never swapped
-            attribute(gm, target).untyped_storage().data_ptr() for target in written_roots(gm.graph)
+        targets = written_roots(gm.graph)
+        self.written = {  # storage written in place (never swapped), as the call saw it
+            values[n].untyped_storage().data_ptr()
+            for n in gm.graph.nodes
+            if n.op == "get_attr"
+            and n.target in targets
+            and isinstance(values.get(n), torch.Tensor)
         }
         self.entries: list[_Entry] = []
         self.roots: dict[torch.fx.Node, int] = {}  # a node's entry (through views and writes)
@@ -153,10 +158,13 @@ class _Plan:
             return self._add(node, _Entry(INPUT, node, tensor, None))
         storage = tensor.untyped_storage().data_ptr()
         if storage not in self._by_storage:
+            live = attribute(self.gm, node.target)  # the call saw a copy of it
+            if not isinstance(live, torch.Tensor) or _layout(live) != _layout(tensor):
+                raise _Refused(f"{node} is not laid out as recorded")
             kind = FIXED if storage in self.written or _owned(node) else WEIGHT
-            if kind == WEIGHT and not tensor.is_contiguous():  # a change swaps in a dense one
+            if kind == WEIGHT and not live.is_contiguous():  # a change swaps in a dense one
                 raise _Refused(f"{node} is a weight not stored contiguous")
-            self._by_storage[storage] = self._add(node, _Entry(kind, node, tensor, tensor))
+            self._by_storage[storage] = self._add(node, _Entry(kind, node, tensor, live))
         self.roots[node] = self._by_storage[storage]
         return self.roots[node]
 
@@ -606,6 +614,10 @@ class _Segment:
     outputs: list[torch.fx.Node] = field(default_factory=list)
 
 
+def _layout(tensor: torch.Tensor) -> tuple:
+    return tuple(tensor.shape), tensor.stride(), tensor.storage_offset(), tensor.dtype
+
+
 def _owned(node: torch.fx.Node) -> bool:
     """Whether an attribute is storage the passes made (never swapped)."""
     return node.target.removeprefix("_direct_").startswith(OWNED)
@@ -706,6 +718,8 @@ def native_runs(gm: torch.fx.GraphModule) -> bool:
     if len(placeholders) != 1 or "shape" not in placeholders[0].meta:
         return False
     values = recorded(gm)
+    if values is None:
+        return False
     breathe()
     copies = _copied_outputs(gm, values)
     plan, segments = _planned(gm, values)

@@ -27,7 +27,6 @@ from bendserver.passes import run_passes
 from bendserver.presets.library import Preset
 from bendserver.serve import ServeOptions, Server
 
-
 #: The small Codec, then each RAVE export found; the exports after the first repeat its checks
 #: on another graph of the same builder, in the slow run.
 SOURCES = ["codec", *rave_files()]
@@ -106,12 +105,13 @@ OPS = [
 
 #: Every op on the Codec; on the first RAVE export the first op (~9 s each there), the others in
 #: the slow run.
+OP_NAMES = ["threshold", "lfo", "fresh-noise", "unit-mask"]
 OP_CASES = [
     pytest.param(
         source, make, id=f"{Path(source).stem}-{name}", marks=[slow] if i > 1 or i and j else []
     )
     for i, source in enumerate(SOURCES)
-    for j, (make, name) in enumerate(zip(OPS, ["threshold", "lfo", "fresh-noise", "unit-mask"]))
+    for j, (make, name) in enumerate(zip(OPS, OP_NAMES, strict=True))
 ]
 
 

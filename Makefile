@@ -4,7 +4,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: install run render test lint format bench clean
+.PHONY: install run render test test-all lint format bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,8 @@ $(BIN)/python:
 TEST_MODELS ?= cached-conv==2.5.0 nn-tilde==1.6.0
 LEGACY_NN_TILDE ?= nn-tilde==1.5.6
 
-# The ray extra too, so that the suite's Ray test runs (a local 2-CPU cluster, about 10 s);
-# without it that test is skipped (make install EXTRAS=test).
+# The ray extra too, so that the suite's Ray test runs (a local 2-CPU cluster, about 10 s: marked
+# slow, make test-all runs it); without it that test is skipped (make install EXTRAS=test).
 EXTRAS ?= test,ray
 
 install: $(BIN)/python
@@ -38,9 +38,15 @@ render: $(BIN)/python
 	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
 	$(BIN)/bendserver render models/drive/demo.flac -m drive -p drive -o out/drive_demo.wav --force
 
+# The tests, less those marked slow (soaks, a cluster's start, repeats a faster test covers).
 test: $(BIN)/python
 	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
 	$(BIN)/python -m pytest
+
+# Every test, the slow ones too.
+test-all: $(BIN)/python
+	@$(BIN)/python -c "import bendserver" 2>/dev/null || $(MAKE) install
+	$(BIN)/python -m pytest -m ""
 
 lint: $(BIN)/python
 	$(BIN)/ruff check bendserver tests scripts

@@ -245,6 +245,7 @@ def test_a_file_put_in_place_as_the_run_is_interrupted_is_recorded(tmp_path, mon
     assert len(written) == 1 and written == recorded
 
 
+@pytest.mark.slow  # a Ray cluster starts in ~10 s; the pool's tests check the same bytes
 def test_ray_actors_write_the_bytes_of_a_sequential_render(tmp_path):
     """On a local Ray cluster of 2 CPUs: the driver sends the inputs and writes the outputs."""
     ray = pytest.importorskip("ray")

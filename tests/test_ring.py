@@ -9,6 +9,7 @@ callback is rtmixer's (C), the engine computes ahead on its own thread.
   warning never suggests the mode in use.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -72,13 +73,20 @@ def server_ports() -> tuple[str, str]:
     return inputs[0], outputs[0]
 
 
-def through_server(jack: str, seconds: float = 2.6) -> list[int]:
-    """Impulse delays through the live server, less JACK's own loopback (one period: the
-    client hears in the next cycle what it played)."""
-    source, sink = server_ports()
+@functools.cache
+def jack_loopback(jack: str) -> int:
+    """JACK server ``jack``'s own loopback (one period: the client hears in the next cycle
+    what it played), measured once per server (each has a name of its own)."""
     loop = impulse_delays(jack, 1.1, "out->in")
     assert loop and len(set(loop)) == 1, loop
-    return [d - loop[0] for d in impulse_delays(jack, seconds, f"out->{source}", f"{sink}->in")]
+    return loop[0]
+
+
+def through_server(jack: str, seconds: float = 2.6) -> list[int]:
+    """Impulse delays through the live server, less JACK's own loopback."""
+    source, sink = server_ports()
+    loop = jack_loopback(jack)
+    return [d - loop for d in impulse_delays(jack, seconds, f"out->{source}", f"{sink}->in")]
 
 
 @pytest.mark.parametrize(

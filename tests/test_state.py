@@ -105,6 +105,9 @@ def test_the_score_of_the_interp_report(tmp_path):
         r"0.0 /bend/add w Scale decoder\.blocks\.0\..*weight value 1.0",
         "1.0 /bend/w/value 0.0",
     ]
+    demo, rate = sf.read(str(tb.load_model("wavae").demo), dtype="float32")
+    start = tmp_path / "start.wav"  # the demo's first 3 s: the score's changes and a second after
+    sf.write(str(start), demo[: 3 * rate], rate)
     levels = {}
     for name, lines in [
         ("without", score),
@@ -112,7 +115,7 @@ def test_the_score_of_the_interp_report(tmp_path):
     ]:
         engine = tb.StreamEngine("wavae", preset="wavae")
         out = tmp_path / f"{name}.wav"
-        render_file(engine, tb.load_model("wavae").demo, out, parse_score("\n".join(lines)))
+        render_file(engine, start, out, parse_score("\n".join(lines)))
         audio, rate = sf.read(str(out), dtype="float32")
         levels[name] = audio[int(2.1 * rate) :]
     np.testing.assert_allclose(levels["with"], levels["without"], atol=1e-6)

@@ -27,8 +27,17 @@ from bendserver.passes import run_passes
 from bendserver.presets.library import Preset
 from bendserver.serve import ServeOptions, Server
 
+#: The small Codec, then each RAVE export found; the exports after the first repeat its checks
+#: on another graph of the same builder, in the slow run.
+SOURCES = ["codec", *rave_files()]
+slow = pytest.mark.slow
 
-@pytest.fixture(scope="module", params=["codec", *rave_files()], ids=lambda p: Path(p).stem)
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(p, marks=[slow] if i > 1 else []) for i, p in enumerate(SOURCES)],
+    ids=lambda p: Path(p).stem,
+)
 def path(tmp_path_factory, request) -> Path:
     """The small Codec, then each RAVE export found."""
     if request.param == "codec":
@@ -94,7 +103,19 @@ OPS = [
 ]
 
 
-@pytest.mark.parametrize("make", OPS, ids=["threshold", "lfo", "fresh-noise", "unit-mask"])
+#: Every op on the Codec; on the first RAVE export the first op (~9 s each there), the others in
+#: the slow run.
+OP_NAMES = ["threshold", "lfo", "fresh-noise", "unit-mask"]
+OP_CASES = [
+    pytest.param(
+        source, make, id=f"{Path(source).stem}-{name}", marks=[slow] if i > 1 or i and j else []
+    )
+    for i, source in enumerate(SOURCES)
+    for j, (make, name) in enumerate(zip(OPS, OP_NAMES, strict=True))
+]
+
+
+@pytest.mark.parametrize(("path", "make"), OP_CASES, indirect=["path"])
 def test_any_activation_op_bends_an_inner_tensor_and_removing_it_restores_the_output(path, make):
     """Over 6 blocks (a RAVE decoder's delay is about 5 blocks of 2048), then after removal
     and a reset, exactly the unbended engine's output."""

@@ -49,7 +49,7 @@ import torch.fx
 import torch.nn.functional as F
 
 from ..cache import CacheFile
-from .nodes import attribute, copy_meta
+from .nodes import attribute, copy_meta, single
 
 
 def strided_conv1d(
@@ -307,10 +307,6 @@ _CONVOLUTIONS = {
 }
 
 
-def _single(value: object) -> object:
-    return value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
-
-
 def _conv1d_args(node: torch.fx.Node) -> dict[str, object] | None:
     """The arguments of an ``F.conv1d`` or ``F.conv_transpose1d`` node (or their ``aten`` ops,
     from a converted TorchScript method) by name, one-element lists as their element, or None
@@ -319,7 +315,7 @@ def _conv1d_args(node: torch.fx.Node) -> dict[str, object] | None:
         return None
     names = _CONVOLUTIONS[node.target]
     args = {**_DEFAULTS, "groups": 1, **dict(zip(names, node.args, strict=False)), **node.kwargs}
-    args = {name: _single(value) for name, value in args.items()}
+    args = {name: single(value) for name, value in args.items()}
     args["transposed"] = names is _TRANSPOSED_ARGS
     return args
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from .nodes import attribute, copy_meta
+from .nodes import attribute, copy_meta, single
 
 #: The most output frames a grouped convolution is rewritten for.
 FRAMES = 8
@@ -50,10 +50,6 @@ def grouped_conv1d(
     return y if bias is None else y + bias.unsqueeze(-1)
 
 
-def _single(value: object) -> object:
-    return value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
-
-
 def grouped_convolutions(gm: torch.fx.GraphModule) -> bool:
     """Rewrite grouped 1-d convolutions (no padding) giving at most :data:`FRAMES` frames
     as batched matrix products (:func:`grouped_conv1d`)."""
@@ -63,7 +59,7 @@ def grouped_convolutions(gm: torch.fx.GraphModule) -> bool:
             continue
         args = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
         args |= dict(zip(_ARGS, node.args, strict=False)) | node.kwargs
-        args = {name: _single(value) for name, value in args.items()}
+        args = {name: single(value) for name, value in args.items()}
         x, weight, groups = args["input"], args["weight"], args["groups"]
         stride, dilation = args["stride"], args["dilation"]
         if not (

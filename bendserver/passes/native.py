@@ -44,7 +44,7 @@ from .cbuild import CompileError, library
 from .convolution import FORMS, folded_conv_transpose1d
 from .csource import Operand, literal
 from .grouped import grouped_conv1d
-from .nodes import attribute, is_view, mutates, written_roots
+from .nodes import attribute, is_view, mutates, single, written_roots
 from .state import recorded
 from .views import OWNED
 
@@ -327,14 +327,10 @@ def _statement(plan: _Plan, node: torch.fx.Node) -> str | None:
     return csource.elementwise(out, operands, expression)
 
 
-def _single(value: Any) -> Any:
-    return value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
-
-
 def _convolution_arguments(node: torch.fx.Node, name: str) -> tuple | None:
     """(input, weight, bias, stride, dilation, groups) of a convolution without padding, from
     torch's call or the passes' forms; None for anything else."""
-    args = [_single(a) for a in node.args]
+    args = [single(a) for a in node.args]
     if node.kwargs:
         return None
     if node.target in (torch.conv1d, F.conv1d) and 2 <= len(args) <= 7:
@@ -355,7 +351,7 @@ def _convolution_arguments(node: torch.fx.Node, name: str) -> tuple | None:
 def _transposed_arguments(node: torch.fx.Node, name: str) -> tuple | None:
     """(input, weight, bias, stride) of a transposed convolution without padding, one group,
     no dilation; None for anything else."""
-    args = [_single(a) for a in node.args]
+    args = [single(a) for a in node.args]
     if node.kwargs:
         return None
     if node.target in (torch.conv_transpose1d, F.conv_transpose1d) and 2 <= len(args) <= 8:

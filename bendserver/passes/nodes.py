@@ -134,6 +134,11 @@ def state_only(guard: torch.fx.Node, written: set[str]) -> set[torch.fx.Node] | 
     return needed
 
 
+def single(value: Any) -> Any:
+    """A one-element list or tuple's element (torch's ``[1]`` for ``1``); anything else as it is."""
+    return value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
+
+
 def attribute(module: torch.nn.Module, target: str) -> Any:
     """``module.a.b.c`` for ``target == "a.b.c"``."""
     return operator.attrgetter(target)(module)

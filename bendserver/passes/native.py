@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 import logging
 import math
 import operator
@@ -44,7 +43,7 @@ from .cbuild import CompileError, library
 from .convolution import FORMS, folded_conv_transpose1d
 from .csource import Operand, literal
 from .grouped import grouped_conv1d
-from .nodes import attribute, is_view, mutates, single, written_roots
+from .nodes import attribute, called_before, is_view, mutates, single, written_roots
 from .state import recorded
 from .views import OWNED
 
@@ -602,8 +601,8 @@ def _small(node: torch.fx.Node, operand: Operand) -> None:
 
 @dataclass
 class _Segment:
-    """One native run: its nodes, the values made outside the runs it reads (each with its
-    entry), and its nodes read after it by torch."""
+    """One native run: its nodes, the values made outside the runs it reads (through views
+    too), and its nodes read after it by torch."""
 
     nodes: list[torch.fx.Node]
     inputs: list[torch.fx.Node] = field(default_factory=list)
@@ -798,16 +797,10 @@ def _replaced(
 ) -> None:
     """One call of ``run`` in place of ``segment``'s nodes, for the nodes that are not native
     (all native nodes are erased after)."""
-    graph = gm.graph
-    index = next(i for i in itertools.count() if not hasattr(gm, f"_native_{i}"))
-    object.__setattr__(gm, f"_native_{index}", run)
-    with graph.inserting_before(segment.nodes[0]):
-        owner = graph.create_node("get_attr", f"_native_{index}")
-        call = graph.call_function(play_native, (owner, *segment.inputs))
-        results = [call] if len(segment.outputs) == 1 else []
-        if len(segment.outputs) > 1:
-            results = [graph.call_function(operator.getitem, (call, i))
-                       for i in range(len(segment.outputs))]  # fmt: skip
+    count = len(segment.outputs)
+    results = called_before(
+        gm, segment.nodes[0], "_native_", run, play_native, segment.inputs, count
+    )
     for node, result in zip(segment.outputs, results, strict=True):
         result.meta.update({k: v for k, v in node.meta.items() if k in ("shape", "dtype")})
         node.replace_all_uses_with(result, delete_user_cb=lambda user: user not in native)

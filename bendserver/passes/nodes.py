@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Any
 
@@ -137,6 +138,29 @@ def state_only(guard: torch.fx.Node, written: set[str]) -> set[torch.fx.Node] | 
 def single(value: Any) -> Any:
     """A one-element list or tuple's element (torch's ``[1]`` for ``1``); anything else as it is."""
     return value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
+
+
+def called_before(
+    gm: torch.fx.GraphModule,
+    before: torch.fx.Node,
+    prefix: str,
+    held: Any,
+    function: Any,
+    inputs: list[torch.fx.Node],
+    outputs: int,
+) -> list[torch.fx.Node]:
+    """Insert before ``before`` one call ``function(held, *inputs)``, ``held`` kept on ``gm``
+    as a plain attribute named after ``prefix``; the nodes standing for its ``outputs`` results
+    (the call itself for one, its items for several, none for none)."""
+    index = next(i for i in itertools.count() if not hasattr(gm, f"{prefix}{i}"))
+    object.__setattr__(gm, f"{prefix}{index}", held)  # not a module's attribute
+    graph = gm.graph
+    with graph.inserting_before(before):
+        owner = graph.create_node("get_attr", f"{prefix}{index}")
+        call = graph.call_function(function, (owner, *inputs))
+        if outputs == 1:
+            return [call]
+        return [graph.call_function(operator.getitem, (call, i)) for i in range(outputs)]
 
 
 def attribute(module: torch.nn.Module, target: str) -> Any:

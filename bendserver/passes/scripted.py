@@ -17,7 +17,6 @@ written and compiled again off the audio thread (see :func:`scripted_runs`).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import operator
 import types
@@ -33,7 +32,7 @@ from ..slices import breathe
 from ..tracing import flow
 from .convolution import folded_conv_transpose1d, row_conv1d, strided_conv1d, tap_sum_conv1d
 from .grouped import grouped_conv1d
-from .nodes import attribute
+from .nodes import attribute, called_before
 
 #: Python functions a run may call: TorchScript compiles them with it.
 _FUNCTIONS: dict[Callable[..., Any], str] = {
@@ -378,18 +377,9 @@ def _played(
     """Put one call of the compiled ``method`` in place of ``run``'s nodes; ``results``: the
     nodes that stand for earlier runs' outputs (added to)."""
     graph = gm.graph
-    index = next(i for i in itertools.count() if not hasattr(gm, f"_scripted_{i}"))
-    object.__setattr__(gm, f"_scripted_{index}", method)
     members = set(run.nodes)
-    with graph.inserting_before(run.nodes[0]):
-        owner = graph.create_node("get_attr", f"_scripted_{index}")  # not a module's attribute
-        inputs = [results.get(node, node) for node in run.writer.inputs]
-        call = graph.call_function(play, (owner, *inputs))
-        outputs = [call] if len(run.outputs) == 1 else []  # a run of guards returns nothing
-        if len(run.outputs) > 1:
-            outputs = [
-                graph.call_function(operator.getitem, (call, i)) for i in range(len(run.outputs))
-            ]
+    inputs = [results.get(node, node) for node in run.writer.inputs]
+    outputs = called_before(gm, run.nodes[0], "_scripted_", method, play, inputs, len(run.outputs))
     for node, result in zip(run.outputs, outputs, strict=True):
         results[node] = result
         result.meta.update(node.meta)
@@ -397,5 +387,5 @@ def _played(
     for node in reversed(run.nodes):
         graph.erase_node(node)
     for node in list(graph.nodes):
-        if node.op == "get_attr" and not node.users and node is not owner:
+        if node.op == "get_attr" and not node.users:
             graph.erase_node(node)
